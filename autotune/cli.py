@@ -1,0 +1,202 @@
+"""`autotune` command line: search, show, apply. Thin: parse, check input, call the library."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from autotune.errors import InputError
+
+__all__ = ["main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors exit 1 (the project's convention for bad input) and show the help."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_help(sys.stderr)
+        self.exit(1, f"\n{self.prog}: error: {message}\n")
+
+
+def _positive(kind: type) -> object:
+    def parse(text: str) -> float | int:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="autotune",
+        description="Find, by measurement, the fastest training configuration for your PyTorch "
+        "training step on this machine.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    search = sub.add_parser("search", help="run a study over the search space")
+    search.add_argument("--adapter", required=True, type=Path,
+                        help="Python file defining one autotune.Adapter subclass")
+    search.add_argument("--space", default=None,
+                        help="search space: a name in search_spaces/ (default, cpu) or a .yaml path "
+                        "(default: 'default' on CUDA, 'cpu' on a CPU)")
+    search.add_argument("--trials", type=_positive(int), default=20,
+                        help="finished trials the study should hold (default 20; a resumed study "
+                        "counts its earlier trials)")
+    search.add_argument("--timeout", type=_positive(float), default=None,
+                        help="seconds for this run: no trial starts after, and a running one is "
+                        "cut at the deadline (default: none)")
+    search.add_argument("--trial-timeout", type=_positive(float), default=300.0,
+                        help="seconds one trial may take, start-up and compile included (default 300)")
+    search.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
+                        help="where to train (default auto: cuda when available)")
+    search.add_argument("--study-name", default=None,
+                        help="Optuna study name (default: the adapter file's name)")
+    search.add_argument("--storage", default=None,
+                        help="Optuna storage URL, a SQLite .db file, or a journal file other "
+                        "processes may share (default: OUT/study.db)")
+    search.add_argument("--out", type=Path, default=None,
+                        help="output folder (default: results/STUDY_NAME)")
+    search.add_argument("--seed", type=int, default=None, help="sampler seed")
+    search.add_argument("--measure-seconds", type=_positive(float), default=20.0,
+                        help="most seconds of timed windows per trial, after warm-up (default 20)")
+    search.add_argument("--tolerance", type=_positive(float), default=0.03,
+                        help="windows agree when their relative spread is below this (default 0.03)")
+    search.set_defaults(func=_search)
+
+    show = sub.add_parser("show", help="print the top trials of a study's output folder")
+    show.add_argument("out", type=Path, help="the --out folder of a search")
+    show.add_argument("--top", type=_positive(int), default=10, help="rows to show (default 10)")
+    show.set_defaults(func=_show)
+
+    apply = sub.add_parser(
+        "apply", help="run a command with a config's allocator environment set",
+        description="Run COMMAND with the environment best.yaml asks for (the CUDA allocator "
+        "settings only take effect when set before the process starts).",
+    )
+    apply.add_argument("config", type=Path, help="best.yaml")
+    apply.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    apply.set_defaults(func=_apply)
+    return parser
+
+
+def _search(args: argparse.Namespace) -> int:
+    from autotune.adapter import load_adapter
+    from autotune.display import RichDisplay
+    from autotune.measure import MeasureSettings
+    from autotune.runner import SubprocessRunner
+    from autotune.search import Interrupted, Search, SearchSettings
+    from autotune.space import find_space, load_space
+    from autotune.storage import default_storage_url
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the display reports progress
+    device = _resolve_device(args.device)
+    adapter = load_adapter(args.adapter)
+    space_path = find_space(args.space or ("default" if device == "cuda" else "cpu"))
+    space = load_space(space_path, adapter=adapter, device_type=device)
+    if args.tolerance >= 1:
+        raise InputError(f"--tolerance {args.tolerance}: must be a fraction below 1, e.g. 0.03")
+    study_name = args.study_name or args.adapter.stem
+    out = args.out or Path("results") / study_name
+    _check_writable(out)
+    settings = SearchSettings(
+        adapter=args.adapter,
+        space_source=str(space_path),
+        device=device,
+        out=out,
+        storage=args.storage or default_storage_url(out),
+        study_name=study_name,
+        trials=args.trials,
+        timeout=args.timeout,
+        trial_timeout=args.trial_timeout,
+        seed=args.seed,
+        measure=MeasureSettings(budget_seconds=args.measure_seconds, tolerance=args.tolerance),
+    )
+    display = RichDisplay()
+    search = Search(settings, space, adapter, runner=SubprocessRunner(), listener=display)
+    try:
+        best = search.run()
+    except Interrupted as exc:
+        display.console.print(f"[yellow]{exc}[/]: finished trials are saved in {out}/; run the "
+                              "same command again to continue the study")
+        return 128 + exc.signum
+    if best is None:
+        return 1
+    display.console.print(f"wrote {out}/best.yaml, {out}/trials.csv, {out}/throughput.png")
+    return 0
+
+
+def _resolve_device(choice: str) -> str:
+    import torch
+
+    available = torch.cuda.is_available()
+    if choice == "cuda" and not available:
+        raise InputError("--device cuda: no CUDA device is visible to PyTorch; use --device cpu")
+    if choice == "auto":
+        return "cuda" if available else "cpu"
+    return choice
+
+
+def _check_writable(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".autotune-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise InputError(
+            f"--out {out}: cannot write there ({exc.strerror}); pick a folder you can write to"
+        ) from None
+
+
+def _show(args: argparse.Namespace) -> int:
+    from autotune.show import show
+
+    show(args.out, top=args.top)
+    return 0
+
+
+def _apply(args: argparse.Namespace) -> int:
+    from autotune.config import load_config
+    from autotune.features.allocator import ALLOC_ENV, OTHER_ALLOC_ENVS
+
+    config = load_config(args.config)
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        raise InputError("autotune apply: give the command to run after --, e.g. "
+                         "autotune apply best.yaml -- python train.py")
+    env = dict(os.environ)
+    for name in OTHER_ALLOC_ENVS:
+        env.pop(name, None)
+    env.pop(ALLOC_ENV, None)
+    env.update(config.env)
+    try:
+        os.execvpe(cmd[0], cmd, env)
+    except OSError as exc:
+        raise InputError(f"autotune apply: cannot run {cmd[0]!r} ({exc.strerror})") from None
+    return 0  # not reached: exec replaced this process
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 1
+    try:
+        return int(args.func(args))
+    except InputError as exc:
+        print(f"autotune: error: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,120 @@
+"""Build the user's training step with a config's knobs applied, in the one right order."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from autotune.adapter import Adapter
+from autotune.config import TrainConfig
+from autotune.features.amp import apply_amp
+from autotune.features.checkpoint import apply_checkpoint
+from autotune.features.compile import apply_compile
+from autotune.features.dataloader import apply_dataloader, to_device
+from autotune.measure import StepResult
+
+__all__ = ["CUDAGRAPH_MODES", "TrainStep", "compose"]
+
+# Modes whose compiled graphs are replayed as CUDA graphs: their outputs live in static buffers
+# that the next replay overwrites, so each iteration must be marked (torch.compiler docs).
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+class TrainStep:
+    """One optimizer step of `grad_accum` micro-batches, callable repeatedly (epochs roll over)."""
+
+    def __init__(
+        self,
+        adapter: Adapter,
+        config: TrainConfig,
+        device: torch.device,
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.adapter = adapter
+        self.config = config
+        self.device = device
+        self.clock = clock
+        # 1. Precision first: compile bakes the fp32 matmul precision into its kernels.
+        self.amp = apply_amp(config.amp_dtype, device.type)
+        # 2. Checkpoint before compile, so the compiled graph is the checkpointed one (compiling
+        #    first would capture the unwrapped forward and save every activation).
+        model = adapter.model()
+        self.blocks_checkpointed = apply_checkpoint(adapter.blocks(model), config.checkpoint)
+        # 3. Move to the device before building the optimizer, so its state lives there too.
+        self.model = model.to(device)
+        self.optimizer = adapter.optimizer(self.model)
+        # 4. Compile last: it wraps everything above. Lazy: it happens on the first forward.
+        self.forward_model = apply_compile(self.model, config.compile)
+        self.loader = apply_dataloader(adapter.dataset(), config)
+        self._iterator: Iterator[Any] | None = None
+        self._mark_cudagraph_step = device.type == "cuda" and config.compile in CUDAGRAPH_MODES
+        self._loss_sum = torch.zeros((), device=device)
+
+    def next_batch(self) -> tuple[Any, int]:
+        """The next CPU batch and its item count, starting a new epoch when one ends."""
+        if self._iterator is None:
+            self._iterator = iter(self.loader)
+        try:
+            batch = next(self._iterator)
+        except StopIteration:
+            self._iterator = iter(self.loader)
+            batch = next(self._iterator)
+        return batch, int(self.adapter.items(batch))
+
+    def __call__(self) -> StepResult:
+        items = 0
+        wait = 0.0
+        accum = self.config.grad_accum
+        for _ in range(accum):
+            t0 = self.clock()
+            batch, n = self.next_batch()
+            batch = to_device(batch, self.device, non_blocking=self.config.pin_memory)
+            wait += self.clock() - t0
+            items += n
+            self.micro_step(batch, accum)
+        self.optimizer_step()
+        return StepResult(items=items, data_wait=wait)
+
+    def micro_step(self, batch: Any, accum: int) -> None:
+        """Forward and backward of one micro-batch already on the device."""
+        if self._mark_cudagraph_step:
+            torch.compiler.cudagraph_mark_step_begin()
+        with self.amp.autocast():
+            loss = self.adapter.loss(self.forward_model, batch)
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            raise TypeError(
+                f"adapter.loss must return a scalar tensor, got {type(loss).__name__}"
+                + (f" of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else "")
+            )
+        loss = loss / accum
+        # Accumulate on the device: reading it (.item()) inside timed steps would synchronize.
+        self._loss_sum += loss.detach().float()
+        self.amp.scaler.scale(loss).backward()
+
+    def optimizer_step(self) -> None:
+        self.amp.scaler.step(self.optimizer)
+        self.amp.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def finite(self) -> bool:
+        """Whether every loss so far was finite (synchronizes: call outside timed windows)."""
+        return bool(torch.isfinite(self._loss_sum))
+
+    def close(self) -> None:
+        """Stop DataLoader workers now rather than at garbage collection."""
+        iterator, self._iterator = self._iterator, None
+        shutdown = getattr(iterator, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()
+
+
+def compose(adapter: Adapter, config: TrainConfig, device: torch.device) -> TrainStep:
+    return TrainStep(adapter, config, device)

@@ -1,0 +1,1 @@
+"""One small `apply_*` function per knob family; `autotune.compose` fixes their order."""

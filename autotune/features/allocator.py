@@ -1,0 +1,35 @@
+"""CUDA caching-allocator settings: `expandable_segments` and `max_split_size_mb`.
+
+The allocator reads its configuration once, when CUDA starts in a process, so these settings
+travel as an environment variable set by the parent before the trial process starts (and by
+`autotune apply` before the user's training process starts). Setting it later does nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from autotune.config import TrainConfig
+
+__all__ = ["ALLOC_ENV", "OTHER_ALLOC_ENVS", "alloc_conf", "allocator_env"]
+
+ALLOC_ENV = "PYTORCH_CUDA_ALLOC_CONF"
+# Newer PyTorch also reads these; a stale value in the user's shell must not override the trial's.
+OTHER_ALLOC_ENVS = ("PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
+
+
+def alloc_conf(config: TrainConfig) -> str:
+    """The allocator's option string, e.g. "expandable_segments:True,max_split_size_mb:512"."""
+    options = []
+    if config.expandable_segments:
+        options.append("expandable_segments:True")
+    if config.max_split_size_mb is not None:
+        options.append(f"max_split_size_mb:{config.max_split_size_mb}")
+    return ",".join(options)
+
+
+def allocator_env(config: TrainConfig) -> dict[str, str]:
+    """Variables to set for a process that should run with `config`'s allocator settings."""
+    conf = alloc_conf(config)
+    return {ALLOC_ENV: conf} if conf else {}

@@ -1,0 +1,238 @@
+"""Steady-state timing of a training step: warm-up, then synchronized windows until they agree.
+
+Rules (see shared/design.md): discard warm-up; bracket each timed window with synchronization;
+`perf_counter`, never `time.time`; no `.item()` inside timed steps; count what the user pays
+(the wait for the DataLoader and the host-to-device copy happen inside the step); report the
+median of several windows and their spread, and keep measuring until the windows agree or the
+budget ends. The clock and the synchronization are injected, so tests need no GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+__all__ = [
+    "Measurement",
+    "MeasureSettings",
+    "NonFiniteLoss",
+    "StepResult",
+    "Window",
+    "measure",
+    "relative_spread",
+]
+
+
+class NonFiniteLoss(Exception):
+    """The loss became NaN or infinite: the configuration is broken, not fast."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StepResult:
+    """What one optimizer step reports back."""
+
+    items: int
+    """Units (samples, tokens, ...) processed."""
+    data_wait: float
+    """Seconds blocked on the DataLoader and the host-to-device copy."""
+
+
+class Step(Protocol):
+    def __call__(self) -> StepResult: ...
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MeasureSettings:
+    min_warmup_steps: int = 3
+    """Steps always discarded, whatever their times say."""
+    max_warmup_steps: int = 200
+    """Warm-up gives up waiting for step times to settle after this many steps."""
+    settle_ratio: float = 1.25
+    """Compile is done when the last two warm-up steps' compute times differ by less than this."""
+    prefetch_batches: int = 0
+    """Batches the loader holds ahead (workers x prefetch_factor): warm-up consumes at least this
+    many after compile, so timing starts with the workers running at their steady rate."""
+    window_seconds: float = 1.0
+    """Target length of one timed window."""
+    min_window_steps: int = 3
+    """Fewest steps in a window; also at least 3 rounds of all workers (design rule)."""
+    num_workers: int = 0
+    grad_accum: int = 1
+    min_windows: int = 3
+    max_windows: int = 30
+    agree: int = 3
+    """The last this many windows must agree..."""
+    tolerance: float = 0.03
+    """...within this relative spread ((max - min) / median) for the result to count as converged."""
+    budget_seconds: float = 30.0
+    """Time for the timed windows; measuring stops here even if not converged."""
+
+    def __post_init__(self) -> None:
+        if self.min_windows < 1 or self.agree < 2:
+            raise ValueError(f"need min_windows >= 1 and agree >= 2, got {self.min_windows=}, {self.agree=}")
+        if not 0 < self.tolerance < 1:
+            raise ValueError(f"tolerance must be in (0, 1), got {self.tolerance=}")
+        if self.window_seconds <= 0 or self.budget_seconds <= 0:
+            raise ValueError(f"times must be positive, got {self.window_seconds=}, {self.budget_seconds=}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Window:
+    steps: int
+    items: int
+    seconds: float
+    data_wait: float
+
+    @property
+    def throughput(self) -> float:
+        return self.items / self.seconds
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Measurement:
+    windows: tuple[Window, ...]
+    warmup_steps: int
+    warmup_seconds: float
+    """Wall time of the whole warm-up (compile included)."""
+    compile_seconds: float
+    """First step's time beyond a steady step: compilation and first-call setup."""
+    converged: bool
+    settled: bool
+    """Whether warm-up saw step times settle (False: it hit max_warmup_steps)."""
+    tolerance: float
+    agree: int = 3
+
+    @property
+    def throughput(self) -> float:
+        """Median units/s over the timed windows."""
+        return statistics.median(w.throughput for w in self.windows)
+
+    @property
+    def spread(self) -> float:
+        """Relative spread of the last windows' throughputs ((max - min) / median)."""
+        return relative_spread([w.throughput for w in self.windows[-self.agree:]])
+
+    @property
+    def step_seconds(self) -> float:
+        """Median seconds per optimizer step."""
+        return statistics.median(w.seconds / w.steps for w in self.windows)
+
+    @property
+    def data_wait_fraction(self) -> float:
+        """Share of timed wall time spent waiting for input."""
+        return sum(w.data_wait for w in self.windows) / sum(w.seconds for w in self.windows)
+
+    def summary(self) -> dict[str, float | int | bool]:
+        return {
+            "throughput": self.throughput,
+            "spread": self.spread,
+            "step_seconds": self.step_seconds,
+            "data_wait_fraction": self.data_wait_fraction,
+            "warmup_steps": self.warmup_steps,
+            "warmup_seconds": self.warmup_seconds,
+            "compile_seconds": self.compile_seconds,
+            "windows": len(self.windows),
+            "converged": self.converged,
+            "settled": self.settled,
+        }
+
+
+def relative_spread(values: Sequence[float]) -> float:
+    if not values:
+        return math.inf
+    mid = statistics.median(values)
+    return (max(values) - min(values)) / mid if mid > 0 else math.inf
+
+
+def measure(
+    step: Step,
+    *,
+    sync: Callable[[], None],
+    finite: Callable[[], bool],
+    settings: MeasureSettings,
+    clock: Callable[[], float] = time.perf_counter,
+    on_window: Callable[[Window], None] | None = None,
+) -> Measurement:
+    """Warm `step` up, then time windows of it until they agree or the budget ends.
+
+    `sync` waits for queued device work (torch.cuda.synchronize); `finite` syncs and says whether
+    every loss so far was finite. Raises `NonFiniteLoss` as soon as a check fails.
+    """
+    s = settings
+    start = clock()
+    compute_times: list[float] = []
+    settled = False
+    drained = 0  # batches consumed since step times settled
+    steps = 0
+    while steps < s.max_warmup_steps:
+        t0 = clock()
+        result = step()
+        sync()
+        compute_times.append(clock() - t0 - result.data_wait)
+        steps += 1
+        if settled:
+            drained += s.grad_accum
+        elif steps >= s.min_warmup_steps and _settled(compute_times[-2:], s.settle_ratio):
+            settled = True
+        if settled and drained >= s.prefetch_batches:
+            break
+    if not finite():
+        raise NonFiniteLoss(f"loss was not finite during warm-up ({steps} steps)")
+    warmup_seconds = clock() - start
+    steady = statistics.median(compute_times[-2:])
+    compile_seconds = max(0.0, compute_times[0] - steady)
+
+    per_window = max(
+        s.min_window_steps,
+        math.ceil(3 * s.num_workers / s.grad_accum),
+        math.ceil(s.window_seconds / max(steady, 1e-9)),
+    )
+    windows: list[Window] = []
+    converged = False
+    timed_start = clock()
+    while True:
+        windows.append(_window(step, per_window, sync, clock))
+        if on_window is not None:
+            on_window(windows[-1])
+        if not finite():
+            raise NonFiniteLoss(f"loss was not finite in timed window {len(windows)}")
+        if (
+            len(windows) >= max(s.min_windows, s.agree)
+            and relative_spread([w.throughput for w in windows[-s.agree:]]) <= s.tolerance
+        ):
+            converged = True
+            break
+        if len(windows) >= s.max_windows or clock() - timed_start >= s.budget_seconds:
+            break
+    return Measurement(
+        windows=tuple(windows),
+        warmup_steps=steps,
+        warmup_seconds=warmup_seconds,
+        compile_seconds=compile_seconds,
+        converged=converged,
+        settled=settled,
+        tolerance=s.tolerance,
+        agree=s.agree,
+    )
+
+
+def _settled(times: Sequence[float], ratio: float) -> bool:
+    lo, hi = min(times), max(times)
+    return lo > 0 and hi / lo <= ratio
+
+
+def _window(step: Step, n: int, sync: Callable[[], None], clock: Callable[[], float]) -> Window:
+    sync()
+    t0 = clock()
+    items = 0
+    wait = 0.0
+    for _ in range(n):
+        result = step()
+        items += result.items
+        wait += result.data_wait
+    sync()
+    return Window(steps=n, items=items, seconds=clock() - t0, data_wait=wait)

@@ -1,0 +1,75 @@
+"""`autotune show DIR`: the top trials of a study as a table, read from its storage."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import optuna
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from autotune.display import describe_config, human
+from autotune.errors import InputError
+from autotune.config import TrainConfig
+from autotune.report import best_and_baseline, trial_rows
+from autotune.storage import open_storage
+
+__all__ = ["load_study", "show"]
+
+
+def load_study(out: Path) -> optuna.Study:
+    """The study a search wrote into `out` (its study.yaml says where the storage is)."""
+    pointer = out / "study.yaml"
+    try:
+        info = yaml.safe_load(pointer.read_text())
+    except OSError:
+        raise InputError(f"{pointer}: not found; pass the --out folder of an autotune search") from None
+    if not isinstance(info, dict) or not {"study_name", "storage"} <= set(info):
+        raise InputError(f"{pointer}: expected keys study_name and storage")
+    try:
+        return optuna.load_study(study_name=info["study_name"], storage=open_storage(info["storage"]))
+    except KeyError:
+        raise InputError(
+            f"{pointer}: study {info['study_name']!r} is not in {info['storage']}"
+        ) from None
+
+
+def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console.width = 160  # piped or logged: don't squeeze the table into 80 columns
+    study = load_study(out)
+    trials = study.get_trials(deepcopy=False)
+    _, baseline = best_and_baseline(trials)
+    rows = trial_rows(trials, baseline)
+    unit = study.user_attrs.get("unit", "items")
+    ok = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: -r["throughput"])
+    table = Table(title=f"{study.study_name}: top {min(top, len(ok))} of {len(rows)} trials "
+                  f"({unit}/s)")
+    for name in ("#", f"{unit}/s", "x base", "spread", "step ms", "compile s", "data wait",
+                 "peak GB", "config"):
+        table.add_column(name, justify="left" if name == "config" else "right",
+                         no_wrap=name != "config")
+    for r in ok[:top]:
+        config = TrainConfig(**{k: r[k] for k in TrainConfig.__dataclass_fields__})
+        peak = r["peak_reserved_mb"] or r["peak_rss_mb"]  # device memory, else host RSS
+        table.add_row(
+            f"{r['number']}" + (" (base)" if r["baseline"] else ""),
+            human(r["throughput"]),
+            f"{r['speedup']:.2f}" if r["speedup"] else "-",
+            f"{r['spread']:.1%}" + ("" if r["converged"] else "*") if r["spread"] is not None else "-",
+            f"{r['step_seconds'] * 1e3:.1f}" if r["step_seconds"] else "-",
+            f"{r['compile_seconds']:.1f}" if r["compile_seconds"] is not None else "-",
+            f"{r['data_wait_fraction']:.0%}" if r["data_wait_fraction"] is not None else "-",
+            f"{peak / 1024:.1f}" if peak else "-",
+            describe_config(config),
+        )
+    console.print(table)
+    if any(r["status"] == "ok" and not r["converged"] for r in rows):
+        console.print("* spread above tolerance: those windows did not agree (measurement noisy)")
+    failed = Counter(r["status"] for r in rows if r["status"] not in ("ok", "running", ""))
+    if failed:
+        console.print("other trials: " + ", ".join(f"{n} {s}" for s, n in sorted(failed.items())))
