@@ -129,3 +129,14 @@ class GPTAdapter(autotune.Adapter):
 
     def items(self, batch: tuple[torch.Tensor, torch.Tensor]) -> int:
         return batch[0].numel()
+
+    def flops_per_item(self) -> float:
+        """Training FLOPs per token: 6N + 12 L H Q T (PaLM, Chowdhery et al. 2022, appendix B;
+        the estimate nanoGPT's estimate_mfu uses). N counts parameters without the position
+        embeddings, the tied token embedding once; 12 L H Q T is attention's score and value
+        matmuls, forward and backward."""
+        c, layers = GPT_N_EMBD, GPT_N_LAYER
+        per_block = 12 * c * c + 13 * c  # qkv, proj, 4x MLP weights and biases, two LayerNorms
+        n = layers * per_block + GPT_VOCAB * c + 2 * c  # + token embedding (tied) + final norm
+        q = c // GPT_N_HEAD
+        return 6 * n + 12 * layers * GPT_N_HEAD * q * GPT_BLOCK

@@ -60,6 +60,10 @@ class Adapter:
         """How many `unit`s a (CPU-side) batch holds; by default its first tensor's length."""
         return len(batch[0])
 
+    def flops_per_item(self) -> float | None:
+        """Optional: training FLOPs per unit (forward + backward), for MFU in `autotune lab`."""
+        return None
+
 
 def load_adapter(path: str | Path) -> type[Adapter]:
     """Import `path` and return its one `Adapter` subclass, or raise `InputError` saying why not."""

@@ -70,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--seed", type=int, default=None, help="sampler seed")
     search.add_argument("--measure-seconds", type=_positive(float), default=20.0,
                         help="most seconds of timed windows per trial, after warm-up (default 20)")
+    search.add_argument("--confirm", type=int, default=3,
+                        help="after the search, re-run this many top configs and the baseline in "
+                        "fresh processes; the winner is picked on those runs (default 3; 0 skips)")
+    search.add_argument("--confirm-repeats", type=_positive(int), default=2,
+                        help="runs of each confirmed config, in shuffled order (default 2)")
     search.add_argument("--tolerance", type=_positive(float), default=0.03,
                         help="windows agree when their relative spread is below this (default 0.03)")
     search.set_defaults(func=_search)
@@ -78,6 +83,25 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("out", type=Path, help="the --out folder of a search")
     show.add_argument("--top", type=_positive(int), default=10, help="rows to show (default 10)")
     show.set_defaults(func=_show)
+
+    lab = sub.add_parser(
+        "lab", help="run defaults, bf16, bf16+compile, the hand recipe and a YAML side by side",
+        description="The three-run lab of tuning guides, interleaved and repeated: (1) PyTorch "
+        "defaults, (2) + bf16 autocast, (3) + bf16 + torch.compile, (4) the common hand recipe, "
+        "(5) the given YAML. Each run is a fresh process.",
+    )
+    lab.add_argument("--adapter", required=True, type=Path, help="the adapter file")
+    lab.add_argument("--config", type=Path, default=None, help="a tuned YAML (best.yaml) for row 5")
+    lab.add_argument("--repeats", type=_positive(int), default=3,
+                     help="runs of each row, order rotated between rounds (default 3)")
+    lab.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    lab.add_argument("--out", type=Path, default=None,
+                     help="folder for lab.json, lab.md and the runs (default: results/ADAPTER-lab)")
+    lab.add_argument("--trial-timeout", type=_positive(float), default=300.0,
+                     help="seconds one run may take, compile included (default 300)")
+    lab.add_argument("--measure-seconds", type=_positive(float), default=15.0,
+                     help="most seconds of timed windows per run (default 15)")
+    lab.set_defaults(func=_lab)
 
     apply = sub.add_parser(
         "apply", help="run a command with a config's allocator environment set",
@@ -106,6 +130,8 @@ def _search(args: argparse.Namespace) -> int:
     adapter = load_adapter(args.adapter)
     space_path = find_space(args.space or ("default" if device == "cuda" else "cpu"))
     space = load_space(space_path, adapter=adapter, device_type=device)
+    if args.confirm < 0:
+        raise InputError(f"--confirm {args.confirm}: must be 0 (no confirmation) or more")
     if args.tolerance >= 1:
         raise InputError(f"--tolerance {args.tolerance}: must be a fraction below 1, e.g. 0.03")
     study_name = args.study_name or args.adapter.stem
@@ -123,19 +149,74 @@ def _search(args: argparse.Namespace) -> int:
         trial_timeout=args.trial_timeout,
         seed=args.seed,
         measure=MeasureSettings(budget_seconds=args.measure_seconds, tolerance=args.tolerance),
+        confirm=args.confirm,
+        confirm_repeats=args.confirm_repeats,
     )
     display = RichDisplay()
     search = Search(settings, space, adapter, runner=SubprocessRunner(), listener=display)
     try:
-        best = search.run()
+        winner = search.run()
     except Interrupted as exc:
         display.console.print(f"[yellow]{exc}[/]: finished trials are saved in {out}/; run the "
                               "same command again to continue the study")
         return 128 + exc.signum
-    if best is None:
+    if winner is None:
         return 1
     display.console.print(f"wrote {out}/best.yaml, {out}/trials.csv, {out}/throughput.png")
     return 0
+
+
+def _lab(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from autotune.adapter import load_adapter
+    from autotune.config import load_config
+    from autotune.display import describe_config, human
+    from autotune.lab import lab_rows, run_lab, save, summarize, to_markdown
+    from autotune.measure import MeasureSettings
+    from autotune.runner import SubprocessRunner
+    from autotune.space import available_cpus
+
+    device = _resolve_device(args.device)
+    adapter = load_adapter(args.adapter)
+    tuned = load_config(args.config) if args.config else None
+    out = args.out or Path("results") / f"{args.adapter.stem}-lab"
+    _check_writable(out)
+    rows = lab_rows(adapter, device=device, cpus=available_cpus(), tuned=tuned)
+    console = Console()
+    console.print(f"[bold]autotune lab[/] {args.adapter} on {device}: {len(rows)} rows x "
+                  f"{args.repeats} repeats, each a fresh process")
+    for row in rows:
+        console.print(f"  {row.index}. {row.name}: {describe_config(row.config)}")
+    runner = SubprocessRunner()
+
+    def report(row: object, rep: int, result: object) -> None:
+        value = f"{human(result.throughput)} {adapter.unit}/s" if result.throughput else \
+            f"{result.status.value}: {result.reason}"
+        console.print(f"  round {rep + 1}, row {row.index}: {value}")
+
+    results = run_lab(rows, adapter_path=args.adapter, device=device, runner=runner, out=out,
+                      repeats=args.repeats, trial_timeout=args.trial_timeout,
+                      measure=MeasureSettings(budget_seconds=args.measure_seconds),
+                      on_result=report)
+    flops = adapter().flops_per_item()
+    peak = None
+    if device == "cuda" and flops:
+        from autotune.ceiling import bf16_matmul_flops
+
+        peak = bf16_matmul_flops()
+        console.print(f"measured bf16 matmul ceiling: {peak / 1e12:.0f} TFLOP/s (8192^3, random data)")
+    table = summarize(rows, results, flops_per_item=flops, peak_flops=peak)
+    fp = next((r.extra["fingerprint"] for rs in results.values() for r in rs
+               if "fingerprint" in r.extra), {})
+    meta = {"adapter": str(args.adapter), "config": str(args.config) if args.config else None,
+            "device": fp.get("gpu") or f"cpu ({fp.get('cpu_model')})", "torch": fp.get("torch"),
+            "date": fp.get("date"), "repeats": args.repeats,
+            "bf16_matmul_tflops": round(peak / 1e12, 1) if peak else None}
+    save(table, out, unit=adapter.unit, meta=meta)
+    console.print(to_markdown(table, unit=adapter.unit))
+    console.print(f"wrote {out}/lab.md and {out}/lab.json")
+    return 0 if all(t["throughput"] for t in table) else 1
 
 
 def _resolve_device(choice: str) -> str:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from optuna.trial import FrozenTrial
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
 from autotune.config import TrainConfig
+from autotune.confirm import Candidate
+from autotune.report import Winner
 from autotune.result import Status, TrialResult
 
 __all__ = ["QuietListener", "RichDisplay", "describe_config", "human"]
@@ -58,9 +59,10 @@ class QuietListener:
     def started(self, settings: Any, done: int, unit: str) -> None: ...
     def trial_started(self, number: int, config: TrainConfig, limit: float) -> None: ...
     def trial_event(self, number: int, event: dict[str, Any]) -> None: ...
-    def trial_finished(self, number: int, result: TrialResult, best: FrozenTrial | None,
-                       baseline: float | None) -> None: ...
-    def finished(self, best: FrozenTrial | None, baseline: float | None) -> None: ...
+    def trial_finished(self, number: int, result: TrialResult, winner: Winner | None) -> None: ...
+    def confirm_started(self, cands: list[Candidate], repeats: int) -> None: ...
+    def confirm_result(self, cand: Candidate, result: TrialResult) -> None: ...
+    def finished(self, winner: Winner | None) -> None: ...
 
 
 class RichDisplay:
@@ -119,12 +121,12 @@ class RichDisplay:
             self.windows += 1
             self.last_window = event.get("throughput")
 
-    def trial_finished(self, number: int, result: TrialResult, best: FrozenTrial | None,
-                       baseline: float | None) -> None:
+    def trial_finished(self, number: int, result: TrialResult, winner: Winner | None) -> None:
         self.done += 1
+        baseline = winner.baseline if winner else None
         self.baseline = baseline
-        if best is not None and best.value is not None:
-            self.best = (best.number, best.value)
+        if winner is not None:
+            self.best = (winner.trial.number, winner.throughput)
         status = result.status
         line = Text(f"#{number:<3} ")
         line.append(f"{status.value:<8}", style=_STYLE.get(status, ""))
@@ -141,18 +143,31 @@ class RichDisplay:
         self.current = ""
         self.console.print(line)
 
-    def finished(self, best: FrozenTrial | None, baseline: float | None) -> None:
+    def confirm_started(self, cands: list[Candidate], repeats: int) -> None:
+        self.current = ""
+        names = ", ".join(f"#{c.trial}" + (" (baseline)" if c.baseline else "") for c in cands)
+        self.console.print(f"[bold]confirming[/] {names}: {repeats} fresh run(s) each, shuffled")
+        self.confirm_text = ""
+
+    def confirm_result(self, cand: Candidate, result: TrialResult) -> None:
+        value = (f"{human(result.throughput)} {self.unit}/s" if result.status is Status.OK
+                 else f"{result.status.value} {result.reason}")
+        self.console.print(f"  #{cand.trial:<3} {value}  (search measured "
+                           f"{human(cand.search_throughput)})")
+
+    def finished(self, winner: Winner | None) -> None:
         if self.live is not None:
             self.live.stop()
             self.live = None
         elapsed = _clock(time.monotonic() - self.start)
-        if best is None:
+        if winner is None:
             self.console.print(f"[red]no trial ran ok[/] after {elapsed}; see the reasons above "
                                "and the logs under trials/<n>/log.txt")
             return
-        speed = f", {best.value / baseline:.2f}x the baseline" if baseline and best.value else ""
-        self.console.print(f"[bold green]best:[/] trial #{best.number}, {human(best.value)} "
-                           f"{self.unit}/s{speed} ({elapsed})")
+        speed = f", {winner.speedup:.2f}x the baseline" if winner.speedup else ""
+        how = " (confirmed by repeated runs)" if winner.confirmation else ""
+        self.console.print(f"[bold green]best:[/] trial #{winner.trial.number}, "
+                           f"{human(winner.throughput)} {self.unit}/s{speed}{how} ({elapsed})")
 
 
 def _clock(seconds: float) -> str:

@@ -63,6 +63,7 @@ class MeasureSettings:
     num_workers: int = 0
     grad_accum: int = 1
     min_windows: int = 3
+    """Windows always timed, even past the budget (each is capped at 2 x window_seconds)."""
     max_windows: int = 30
     agree: int = 3
     """The last this many windows must agree..."""
@@ -195,7 +196,8 @@ def measure(
     converged = False
     timed_start = clock()
     while True:
-        windows.append(_window(step, per_window, sync, clock))
+        windows.append(_window(step, per_window, sync, clock,
+                               max_seconds=2 * s.window_seconds, min_steps=s.min_window_steps))
         if on_window is not None:
             on_window(windows[-1])
         if not finite():
@@ -206,7 +208,8 @@ def measure(
         ):
             converged = True
             break
-        if len(windows) >= s.max_windows or clock() - timed_start >= s.budget_seconds:
+        out_of_time = clock() - timed_start >= s.budget_seconds
+        if len(windows) >= s.max_windows or (out_of_time and len(windows) >= s.min_windows):
             break
     return Measurement(
         windows=tuple(windows),
@@ -225,14 +228,26 @@ def _settled(times: Sequence[float], ratio: float) -> bool:
     return lo > 0 and hi / lo <= ratio
 
 
-def _window(step: Step, n: int, sync: Callable[[], None], clock: Callable[[], float]) -> Window:
+def _window(
+    step: Step,
+    n: int,
+    sync: Callable[[], None],
+    clock: Callable[[], float],
+    *,
+    max_seconds: float,
+    min_steps: int,
+) -> Window:
+    """`n` steps between two synchronizations, ended early (after `min_steps`) once the host
+    has spent `max_seconds`, so that a slowdown cannot stretch one window over the budget."""
     sync()
     t0 = clock()
     items = 0
     wait = 0.0
-    for _ in range(n):
+    steps = 0
+    while steps < n and (steps < min_steps or clock() - t0 < max_seconds):
         result = step()
         items += result.items
         wait += result.data_wait
+        steps += 1
     sync()
-    return Window(steps=n, items=items, seconds=clock() - t0, data_wait=wait)
+    return Window(steps=steps, items=items, seconds=clock() - t0, data_wait=wait)

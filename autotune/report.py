@@ -8,6 +8,7 @@ any moment leaves the last complete versions.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime
 import io
 from collections.abc import Sequence
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
 
     from autotune.search import SearchSettings
 
-__all__ = ["KNOBS", "best_and_baseline", "best_document", "trial_rows", "write_outputs"]
+__all__ = ["KNOBS", "Winner", "best_and_baseline", "best_document", "pick_winner", "trial_rows",
+           "write_outputs"]
 
 KNOBS = tuple(f.name for f in TrainConfig.__dataclass_fields__.values())
 MEASURES = (
@@ -62,23 +64,29 @@ def trial_rows(trials: Sequence[FrozenTrial], baseline: float | None) -> list[di
     return rows
 
 
-def best_document(
-    best: FrozenTrial,
-    baseline: float | None,
-    attrs: dict[str, Any],
-    settings: SearchSettings,
-) -> dict[str, Any]:
+def best_document(winner: Winner, attrs: dict[str, Any], settings: SearchSettings) -> dict[str, Any]:
     """The contents of best.yaml."""
+    best = winner.trial
     config = TrainConfig(**best.user_attrs["config"])
     result = best.user_attrs["result"]
     unit = attrs.get("unit", result.get("unit"))
     fp = attrs.get("fingerprint") or {}
+    how = ("median of the confirmation runs" if winner.confirmation
+           else "the search trial's median window")
     return {
         "config": config.to_dict(),
         "env": {"PYTORCH_CUDA_ALLOC_CONF": config.alloc_conf},
-        "throughput": {"value": _round(result["throughput"]), "unit": f"{unit}/s"},
-        "baseline": {"value": _round(baseline), "unit": f"{unit}/s"} if baseline else None,
-        "speedup": _round(result["throughput"] / baseline) if baseline else None,
+        "throughput": {"value": _round(winner.throughput), "unit": f"{unit}/s", "from": how},
+        "baseline": ({"value": _round(winner.baseline), "unit": f"{unit}/s"}
+                     if winner.baseline else None),
+        "speedup": _round(winner.speedup),
+        "confirmation": [
+            {"trial": c["trial"], "baseline": c["baseline"],
+             "runs": [_round(v) for v in c["throughputs"]], "median": _round(c["median"]),
+             "spread": _round(c["spread"]), "search": _round(c["search_throughput"])}
+            for c in winner.confirmation
+        ] if winner.confirmation else None,
+        "diagnosis": _diagnosis(result),
         "measurement": {
             "trial": best.number,
             "spread": _round(result.get("spread")),
@@ -111,30 +119,69 @@ def best_document(
     }
 
 
-def write_outputs(study: optuna.Study, settings: SearchSettings, best: FrozenTrial | None) -> None:
+def write_outputs(study: optuna.Study, settings: SearchSettings) -> Winner | None:
     """Write best.yaml (when a trial ran ok), trials.csv and throughput.png into `settings.out`."""
     from autotune.plot import plot_data, save_plot
 
     out = settings.out
     trials = study.get_trials(deepcopy=False)
     _, baseline = best_and_baseline(trials)
+    winner = pick_winner(trials, study.user_attrs)
     rows = trial_rows(trials, baseline)
     atomic_write_text(out / "study.yaml", yaml.safe_dump(
         {"study_name": settings.study_name, "storage": settings.storage}, sort_keys=False))
     atomic_write_text(out / "trials.csv", rows_to_csv(rows))
-    if best is not None:
-        doc = best_document(best, baseline, study.user_attrs, settings)
+    if winner is not None:
+        doc = best_document(winner, study.user_attrs, settings)
         atomic_write_text(out / "best.yaml", _yaml_header(doc) + yaml.safe_dump(doc, sort_keys=False))
     if rows:
         save_plot(plot_data(rows, unit=study.user_attrs.get("unit", "items")), out / "throughput.png")
+    return winner
+
+
+def _diagnosis(result: dict[str, Any]) -> dict[str, Any] | None:
+    d = (result.get("extra") or {}).get("diagnosis")
+    if not d:
+        return None
+    return {k: (_round(v) if isinstance(v, float) else v) for k, v in d.items()}
 
 
 def best_and_baseline(trials: Sequence[FrozenTrial]) -> tuple[FrozenTrial | None, float | None]:
-    """The fastest ok trial, and the baseline's throughput (None if it did not run ok)."""
+    """The fastest ok trial of the search, and the baseline's throughput (None if not ok)."""
     ok = [t for t in trials if t.state == TrialState.COMPLETE and _status(t) == "ok"]
     best = max(ok, key=lambda t: t.value or 0.0, default=None)
     baseline = next((t.value for t in ok if t.user_attrs.get("baseline")), None)
     return best, baseline
+
+
+@dataclasses.dataclass(frozen=True)
+class Winner:
+    """The config best.yaml reports, with the figures it is judged on."""
+
+    trial: FrozenTrial
+    throughput: float
+    baseline: float | None
+    confirmation: list[dict[str, Any]] | None
+    """Repeated runs of the top configs after the search (None until confirmed)."""
+
+    @property
+    def speedup(self) -> float | None:
+        return self.throughput / self.baseline if self.baseline else None
+
+
+def pick_winner(trials: Sequence[FrozenTrial], study_attrs: dict[str, Any]) -> Winner | None:
+    """The confirmed winner when the last run confirmed, else the search's fastest trial."""
+    best, baseline = best_and_baseline(trials)
+    confirmation = study_attrs.get("confirmation")
+    if confirmation:
+        ranked = [c for c in confirmation if c["median"]]
+        by_number = {t.number: t for t in trials}
+        if ranked and ranked[0]["trial"] in by_number:
+            base = next((c["median"] for c in ranked if c["baseline"]), baseline)
+            return Winner(by_number[ranked[0]["trial"]], ranked[0]["median"], base, confirmation)
+    if best is None:
+        return None
+    return Winner(best, float(best.value or 0.0), baseline, None)
 
 
 def _status(trial: FrozenTrial) -> str | None:

@@ -27,10 +27,12 @@ from autotune.adapter import Adapter
 from autotune.config import TrainConfig
 from autotune.errors import InputError
 from autotune.measure import MeasureSettings
-from autotune.report import best_and_baseline, write_outputs
+from autotune.confirm import Candidate, candidates, estimate_seconds, run_confirmation
+from autotune.report import Winner, write_outputs
 from autotune.result import Status, TrialResult
 from autotune.runner import Runner
-from autotune.space import SearchSpace
+from autotune.recipes import hand_recipe
+from autotune.space import SearchSpace, available_cpus
 from autotune.storage import open_storage
 from autotune.worker import TrialRequest
 
@@ -71,8 +73,15 @@ class SearchSettings:
     """Seconds one trial may take, start-up and compile included."""
     seed: int | None = None
     measure: MeasureSettings = MeasureSettings()
+    confirm: int = 3
+    """After the search, re-run this many top configs (and the baseline); 0 skips it."""
+    confirm_repeats: int = 2
+    """Runs of each confirmed config, in shuffled order."""
 
     def __post_init__(self) -> None:
+        if self.confirm < 0 or self.confirm_repeats < 1:
+            raise ValueError(f"need confirm >= 0 and confirm_repeats >= 1, got {self.confirm=}, "
+                             f"{self.confirm_repeats=}")
         if self.trials < 1:
             raise ValueError(f"trials must be at least 1, got {self.trials=}")
         if self.timeout is not None and self.timeout <= 0:
@@ -89,9 +98,10 @@ class SearchListener(Protocol):
     def started(self, settings: SearchSettings, done: int, unit: str) -> None: ...
     def trial_started(self, number: int, config: TrainConfig, limit: float) -> None: ...
     def trial_event(self, number: int, event: dict[str, Any]) -> None: ...
-    def trial_finished(self, number: int, result: TrialResult, best: FrozenTrial | None,
-                       baseline: float | None) -> None: ...
-    def finished(self, best: FrozenTrial | None, baseline: float | None) -> None: ...
+    def trial_finished(self, number: int, result: TrialResult, winner: Winner | None) -> None: ...
+    def confirm_started(self, cands: list[Candidate], repeats: int) -> None: ...
+    def confirm_result(self, cand: Candidate, result: TrialResult) -> None: ...
+    def finished(self, winner: Winner | None) -> None: ...
 
 
 def trial_result(trial: FrozenTrial) -> TrialResult | None:
@@ -166,43 +176,73 @@ class Search:
                 except optuna.exceptions.UpdateFinishedTrialError:
                     pass  # finished meanwhile by someone else
 
-    def _ensure_baseline(self) -> None:
-        for t in self.study.get_trials(deepcopy=False):
-            if t.user_attrs.get("baseline") and t.state in (
-                TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING
-            ):
-                return
-        self.study.enqueue_trial(
-            self.space.params_for(self.space.baseline), user_attrs={"baseline": True}
-        )
+    def _enqueue_starts(self) -> None:
+        """Trial 0: the baseline. Trial 1: the common hand recipe, where the space holds it, so
+        the search starts from what a careful engineer would try first."""
+        starts = [("baseline", self.space.baseline)]
+        recipe = hand_recipe(self.adapter, device=self.settings.device, cpus=available_cpus())
+        if self.space.holds(recipe):
+            starts.append(("recipe", recipe))
+        trials = self.study.get_trials(deepcopy=False)
+        live = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
+        for role, config in starts:
+            if not any(t.user_attrs.get("role") == role and t.state in live for t in trials):
+                self.study.enqueue_trial(
+                    self.space.params_for(config),
+                    user_attrs={"role": role, "baseline": role == "baseline"},
+                )
 
     # -- the loop ----------------------------------------------------------------------------
 
     def done(self) -> int:
         return sum(1 for t in self.study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE)
 
-    def run(self) -> FrozenTrial | None:
+    def run(self) -> Winner | None:
+        """Search, then confirm the top configs; returns the winner best.yaml reports."""
         s = self.settings
         s.out.mkdir(parents=True, exist_ok=True)
         self._recover_stale()
-        self._ensure_baseline()
+        self._enqueue_starts()
+        self.study.set_user_attr("confirmation", None)  # stale once new trials run
         deadline = None if s.timeout is None else time.monotonic() + s.timeout
         self.listener.started(s, self.done(), self.adapter.unit)
         with self._signals():
             while self.done() < s.trials and self._signal is None:
                 limit = s.trial_timeout
                 if deadline is not None:
-                    remaining = deadline - time.monotonic()
+                    # Keep what confirming the current leaders will take.
+                    reserve = estimate_seconds(self._candidates(), s.confirm_repeats)
+                    remaining = deadline - time.monotonic() - reserve
                     if remaining < MIN_TRIAL_SECONDS:
                         break
                     limit = min(limit, remaining)
                 self._one_trial(limit, budget_cut=limit < s.trial_timeout)
-        best, baseline = self.best()
-        write_outputs(self.study, s, best)
-        self.listener.finished(best, baseline)
+            if self._signal is None:
+                self._confirm()
+        winner = write_outputs(self.study, s)
+        self.listener.finished(winner)
         if self._signal is not None:
             raise Interrupted(self._signal)
-        return best
+        return winner
+
+    def _candidates(self) -> list[Candidate]:
+        if self.settings.confirm == 0:
+            return []
+        return candidates(self.study.get_trials(deepcopy=False), self.settings.confirm)
+
+    def _confirm(self) -> None:
+        s = self.settings
+        cands = self._candidates()
+        if not any(not c.baseline for c in cands):
+            return  # nothing but the baseline ran ok: nothing to confirm
+        self.listener.confirm_started(cands, s.confirm_repeats)
+        summary = run_confirmation(
+            cands, adapter=s.adapter, device=s.device, runner=self.runner, out=s.out,
+            repeats=s.confirm_repeats, trial_timeout=s.trial_timeout, measure=s.measure,
+            seed=s.seed, on_result=self.listener.confirm_result,
+        )
+        if self._signal is None:
+            self.study.set_user_attr("confirmation", summary)
 
     def _one_trial(self, limit: float, *, budget_cut: bool) -> None:
         s = self.settings
@@ -239,9 +279,8 @@ class Search:
         if fingerprint and "fingerprint" not in self.study.user_attrs:
             self.study.set_user_attr("fingerprint", fingerprint)
         self._tell(trial, result, budget_cut=budget_cut)
-        best, baseline = self.best()
-        write_outputs(self.study, s, best)
-        self.listener.trial_finished(trial.number, result, best, baseline)
+        winner = write_outputs(self.study, s)
+        self.listener.trial_finished(trial.number, result, winner)
 
     def _tell(self, trial: optuna.Trial, result: TrialResult, *, budget_cut: bool) -> None:
         trial.set_user_attr("result", result.to_dict())
@@ -260,9 +299,6 @@ class Search:
             if t.user_attrs.get("config") == wanted and "result" in t.user_attrs:
                 return t
         return None
-
-    def best(self) -> tuple[FrozenTrial | None, float | None]:
-        return best_and_baseline(self.study.get_trials(deepcopy=False))
 
     @contextmanager
     def _signals(self) -> Iterator[None]:

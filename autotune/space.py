@@ -168,6 +168,14 @@ class SearchSpace:
                 values[knob.name] = params[knob.name]
         return self._finish(values)
 
+    def holds(self, config: TrainConfig) -> bool:
+        """Whether `suggest` could return `config`."""
+        params = self.params_for(config)
+        by_name = {k.name: k for k in self.knobs}
+        if any(not by_name[name].contains(value) for name, value in params.items()):
+            return False
+        return self.config_from_params(params) == config
+
     def params_for(self, config: TrainConfig) -> dict[str, Any]:
         """The Optuna params that make `suggest` return `config` (for enqueueing it)."""
         values = config.to_dict()

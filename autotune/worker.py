@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import resource
+import signal
 import sys
 import time
 import traceback
@@ -38,6 +39,8 @@ class TrialRequest:
     measure: MeasureSettings = MeasureSettings()
     """Base settings; the worker fills in the config-dependent fields."""
     number: int = 0
+    diagnose: bool = True
+    """After measuring, time the loader alone and the model alone to classify the bottleneck."""
     check_env: bool = True
     """Verify the allocator environment reached this process (off for the in-process twin)."""
 
@@ -48,6 +51,7 @@ class TrialRequest:
             "device": self.device,
             "measure": dataclasses.asdict(self.measure),
             "number": self.number,
+            "diagnose": self.diagnose,
             "check_env": self.check_env,
         }
 
@@ -59,6 +63,7 @@ class TrialRequest:
             device=data["device"],
             measure=MeasureSettings(**data["measure"]),
             number=data["number"],
+            diagnose=data["diagnose"],
             check_env=data["check_env"],
         )
 
@@ -114,13 +119,10 @@ def run_trial(request: TrialRequest, events: Path | None = None) -> TrialResult:
         step = compose(adapter_cls(), config, device)
         extra["blocks_checkpointed"] = step.blocks_checkpointed
         emit({"event": "composed"})
-        m = measure(
-            step,
-            sync=step.sync,
-            finite=step.finite,
-            settings=settings_for(config, request.measure),
-            on_window=on_window,
-        )
+        settings = settings_for(config, request.measure)
+        m = measure(step, sync=step.sync, finite=step.finite, settings=settings, on_window=on_window)
+        if request.diagnose:
+            extra.update(_diagnose(step, m, settings.prefetch_batches))
         summary = m.summary()
         extra["window_throughputs"] = [w.throughput for w in m.windows]
         extra["settled"] = summary.pop("settled")
@@ -138,6 +140,19 @@ def run_trial(request: TrialRequest, events: Path | None = None) -> TrialResult:
         if step is not None:
             step.close()
     return result
+
+
+def _diagnose(step: Any, m: Any, prefetch_batches: int) -> dict[str, Any]:
+    """The bottleneck diagnosis; a failure here is noted, never turns an ok trial into an error."""
+    from autotune.diagnose import diagnose
+
+    try:
+        d = diagnose(step, throughput=m.throughput, data_wait_fraction=m.data_wait_fraction,
+                     prefetch_batches=prefetch_batches)
+    except Exception as exc:  # recorded with its traceback in the log
+        traceback.print_exc()
+        return {"diagnosis_error": _one_line(exc)}
+    return {"diagnosis": d.to_dict()}
 
 
 def _one_line(exc: BaseException) -> str:
@@ -164,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m autotune.worker TRIAL_DIR", file=sys.stderr)
         return 2
+    _die_with_parent()
     trial_dir = Path(args[0])
     request = TrialRequest.from_dict(json.loads((trial_dir / "request.json").read_text()))
     start = time.perf_counter()
@@ -172,6 +188,24 @@ def main(argv: list[str] | None = None) -> int:
     result.save(trial_dir / "result.json")
     print(f"autotune trial {request.number}: {result.status.value} {result.reason}".rstrip())
     return 0
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process if the search process dies (even by SIGKILL).
+
+    The trial leads its own session, so signals to the search's terminal never reach it; without
+    this, a killed search would leave a trial holding GPU memory. DataLoader workers notice their
+    parent's death on their own.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL))
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(1)
 
 
 if __name__ == "__main__":

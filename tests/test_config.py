@@ -1,0 +1,244 @@
+"""TrainConfig: validation, YAML round-trip, `load_config` errors, production helpers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import yaml
+
+from autotune import InputError, TrainConfig, load_config
+
+FULL = TrainConfig(
+    batch_size=64,
+    grad_accum=2,
+    num_workers=3,
+    prefetch_factor=4,
+    pin_memory=True,
+    persistent_workers=True,
+    amp_dtype="bf16",
+    compile="max-autotune",
+    checkpoint=0.5,
+    expandable_segments=True,
+    max_split_size_mb=512,
+)
+
+
+def write_yaml(path: Path, data: Any) -> Path:
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def load_error(path: Path) -> str:
+    with pytest.raises(InputError) as excinfo:
+        load_config(path)
+    message = str(excinfo.value)
+    assert str(path) in message, message
+    return message
+
+
+# -- the dataclass ---------------------------------------------------------------------------------
+
+
+def test_defaults_are_pytorchs() -> None:
+    config = TrainConfig(batch_size=8)
+    assert config.to_dict() == {
+        "batch_size": 8, "grad_accum": 1, "num_workers": 0, "prefetch_factor": None,
+        "pin_memory": False, "persistent_workers": False, "amp_dtype": "fp32", "compile": "none",
+        "checkpoint": 0.0, "expandable_segments": False, "max_split_size_mb": None,
+    }
+
+
+def test_frozen_and_keyword_only() -> None:
+    with pytest.raises(AttributeError):
+        FULL.batch_size = 1  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        TrainConfig(8)  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"batch_size": 0}, "batch_size"),
+        ({"batch_size": 2.0}, "batch_size"),
+        ({"batch_size": True}, "batch_size"),
+        ({"grad_accum": 0}, "grad_accum"),
+        ({"num_workers": -1}, "num_workers"),
+        ({"prefetch_factor": 2}, "prefetch_factor"),  # without workers
+        ({"num_workers": 2, "prefetch_factor": 0}, "prefetch_factor"),
+        ({"persistent_workers": True}, "persistent_workers"),  # without workers
+        ({"amp_dtype": "fp8"}, "amp_dtype"),
+        ({"compile": "fast"}, "compile"),
+        ({"checkpoint": 1.5}, "checkpoint"),
+        ({"max_split_size_mb": 20}, "max_split_size_mb"),
+    ],
+)
+def test_invalid_values_raise_value_error_naming_the_field(changes: dict[str, Any], field: str) -> None:
+    values = {"batch_size": 8, **changes}
+    with pytest.raises(ValueError, match=rf"\b{field}\b.*=") as excinfo:
+        TrainConfig(**values)
+    assert not isinstance(excinfo.value, InputError)
+
+
+def test_replace() -> None:
+    assert FULL.replace(batch_size=16).batch_size == 16
+    with pytest.raises(ValueError, match="prefetch_factor"):
+        FULL.replace(num_workers=0, persistent_workers=False)
+
+
+# -- dict and YAML round-trip ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("config", [TrainConfig(batch_size=8), FULL], ids=["defaults", "every-knob"])
+def test_dict_round_trip(config: TrainConfig) -> None:
+    assert TrainConfig.from_dict(config.to_dict()) == config
+
+
+@pytest.mark.parametrize("config", [TrainConfig(batch_size=8), FULL], ids=["defaults", "every-knob"])
+def test_best_yaml_round_trip(tmp_path: Path, config: TrainConfig) -> None:
+    # The shape report.best_document writes: the knobs under `config:`, facts beside them.
+    path = write_yaml(tmp_path / "best.yaml", {
+        "config": config.to_dict(),
+        "env": {"PYTORCH_CUDA_ALLOC_CONF": config.alloc_conf},
+        "throughput": {"value": 1234.5, "unit": "samples/s"},
+    })
+    assert load_config(path) == config
+
+
+def test_knobs_only_yaml_round_trip(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path / "knobs.yaml", FULL.to_dict())
+    assert load_config(path) == FULL
+
+
+def test_partial_yaml_takes_defaults(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path / "knobs.yaml", {"batch_size": 16, "amp_dtype": "bf16"})
+    assert load_config(path) == TrainConfig(batch_size=16, amp_dtype="bf16")
+
+
+def test_from_dict_names_source_and_key() -> None:
+    with pytest.raises(InputError, match=r"^here: key 'grad_accum' must be an integer"):
+        TrainConfig.from_dict({"batch_size": 8, "grad_accum": "2"}, source="here")
+
+
+def test_from_dict_not_a_mapping() -> None:
+    with pytest.raises(InputError, match="here: expected a mapping"):
+        TrainConfig.from_dict([1, 2], source="here")  # type: ignore[arg-type]
+
+
+# -- bad files ---------------------------------------------------------------------------------------
+
+
+def test_unknown_key(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path / "best.yaml", {"config": {"batch_size": 8, "num_worker": 2}})
+    message = load_error(path)
+    assert "num_worker" in message and "num_workers" in message  # the typo and the right name
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("num_workers", "2"),
+        ("num_workers", True),
+        ("pin_memory", 1),
+        ("pin_memory", "yes please"),
+        ("prefetch_factor", 2.5),
+        ("amp_dtype", 16),
+        ("checkpoint", "half"),
+        ("checkpoint", True),
+    ],
+)
+def test_wrong_type(tmp_path: Path, key: str, value: Any) -> None:
+    data = {"batch_size": 8, "num_workers": 2, key: value}
+    path = write_yaml(tmp_path / "best.yaml", {"config": data})
+    message = load_error(path)
+    assert repr(key) in message
+
+
+def test_missing_batch_size(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path / "best.yaml", {"config": {"num_workers": 2}})
+    assert "'batch_size'" in load_error(path)
+
+
+def test_invalid_value(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path / "knobs.yaml", {"batch_size": 8, "amp_dtype": "fp8"})
+    assert "amp_dtype" in load_error(path)
+
+
+def test_invalid_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "best.yaml"
+    path.write_text("config: {batch_size: 8\n")
+    assert "not valid YAML" in load_error(path)
+
+
+def test_not_a_mapping(tmp_path: Path) -> None:
+    path = tmp_path / "best.yaml"
+    path.write_text("- batch_size\n")
+    load_error(path)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    load_error(tmp_path / "nope.yaml")
+
+
+def test_load_config_uses_safe_yaml(tmp_path: Path) -> None:
+    marker = tmp_path / "executed"
+    path = tmp_path / "best.yaml"
+    path.write_text(f'config: !!python/object/apply:os.system ["touch {marker}"]\n')
+    load_error(path)
+    assert not marker.exists()
+
+
+# -- what production code uses ---------------------------------------------------------------------
+
+
+def test_alloc_conf_and_env() -> None:
+    assert TrainConfig(batch_size=8).alloc_conf == ""
+    assert TrainConfig(batch_size=8).env == {}
+    assert TrainConfig(batch_size=8, expandable_segments=True).alloc_conf == "expandable_segments:True"
+    assert TrainConfig(batch_size=8, max_split_size_mb=128).alloc_conf == "max_split_size_mb:128"
+    assert FULL.alloc_conf == "expandable_segments:True,max_split_size_mb:512"
+    assert FULL.env == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True,max_split_size_mb:512"}
+
+
+def test_dataloader_kwargs_without_workers() -> None:
+    kwargs = TrainConfig(batch_size=8).dataloader_kwargs()
+    assert kwargs == {"batch_size": 8, "num_workers": 0, "pin_memory": False}
+    torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.zeros(16, 2)), **kwargs)
+
+
+def test_dataloader_kwargs_with_workers() -> None:
+    config = TrainConfig(batch_size=8, num_workers=2, prefetch_factor=4, persistent_workers=True)
+    kwargs = config.dataloader_kwargs()
+    assert kwargs == {"batch_size": 8, "num_workers": 2, "pin_memory": False,
+                      "persistent_workers": True, "prefetch_factor": 4}
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.zeros(16, 2)), **kwargs)
+    assert loader.prefetch_factor == 4 and loader.persistent_workers
+
+
+def test_dataloader_kwargs_workers_default_prefetch() -> None:
+    kwargs = TrainConfig(batch_size=8, num_workers=1).dataloader_kwargs()
+    assert "prefetch_factor" not in kwargs
+    assert kwargs["persistent_workers"] is False
+
+
+def test_autocast_and_grad_scaler_on_cpu() -> None:
+    with TrainConfig(batch_size=8, amp_dtype="bf16").autocast("cpu"):
+        out = torch.nn.Linear(4, 4)(torch.randn(2, 4))
+    assert out.dtype == torch.bfloat16
+    with TrainConfig(batch_size=8).autocast("cpu"):
+        out = torch.nn.Linear(4, 4)(torch.randn(2, 4))
+    assert out.dtype == torch.float32
+    assert not TrainConfig(batch_size=8, amp_dtype="bf16").grad_scaler("cpu").is_enabled()
+    assert TrainConfig(batch_size=8, amp_dtype="fp16").grad_scaler("cpu").is_enabled()
+
+
+def test_wrap_model_checkpoints_blocks() -> None:
+    model = torch.nn.Sequential(*(torch.nn.Linear(4, 4) for _ in range(4)))
+    wrapped = TrainConfig(batch_size=8, checkpoint=0.5).wrap_model(model, list(model))
+    assert wrapped is model  # compile "none": the model itself
+    assert sum(bool(getattr(b, "_autotune_checkpointed", False)) for b in model) == 2
+    x = torch.randn(3, 4, requires_grad=True)
+    wrapped(x).sum().backward()
+    assert x.grad is not None

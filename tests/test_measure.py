@@ -1,0 +1,257 @@
+"""The measurement loop with an injected clock: no real time passes, no GPU needed.
+
+Step durations are powers of two so that the fake clock's sums are exact in floating point.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pytest
+
+from autotune import MeasureSettings, measure
+from autotune.measure import Measurement, NonFiniteLoss, StepResult, Window, relative_spread
+
+FAST = 1 / 64
+SLOW = 1 / 32
+COMPILE = 4.0
+ITEMS = 8
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeStep:
+    """Advances the clock by `duration(n)` on its n-th call (0-based) and reports `wait` of it
+    as time spent waiting for data."""
+
+    def __init__(self, clock: FakeClock, duration: Callable[[int], float], wait: float = 0.0) -> None:
+        self.clock = clock
+        self.duration = duration
+        self.wait = wait
+        self.calls = 0
+        self.syncs = 0
+
+    def __call__(self) -> StepResult:
+        self.clock.now += self.duration(self.calls)
+        self.calls += 1
+        return StepResult(items=ITEMS, data_wait=self.wait)
+
+    def sync(self) -> None:
+        self.syncs += 1
+
+
+def run(
+    duration: Callable[[int], float],
+    *,
+    wait: float = 0.0,
+    finite: Callable[[], bool] = lambda: True,
+    on_window: Callable[[Window], None] | None = None,
+    **settings: float,
+) -> tuple[Measurement, FakeStep]:
+    clock = FakeClock()
+    step = FakeStep(clock, duration, wait)
+    defaults: dict[str, float] = {"window_seconds": 4 * FAST, "budget_seconds": 1000.0}
+    m = measure(
+        step,
+        sync=step.sync,
+        finite=finite,
+        settings=MeasureSettings(**{**defaults, **settings}),  # type: ignore[arg-type]
+        clock=clock,
+        on_window=on_window,
+    )
+    return m, step
+
+
+def compile_then(steady: float) -> Callable[[int], float]:
+    """A compiled step: the first call compiles, then every step takes `steady`."""
+    return lambda n: COMPILE + steady if n == 0 else steady
+
+
+def alternating_windows(warmup: int, per_window: int) -> Callable[[int], float]:
+    """Steady warm-up, then windows of `per_window` steps alternately fast and slow."""
+
+    def duration(n: int) -> float:
+        if n < warmup:
+            return FAST
+        return FAST if ((n - warmup) // per_window) % 2 == 0 else SLOW
+
+    return duration
+
+
+def test_warmup_discards_the_compile_step() -> None:
+    m, step = run(compile_then(FAST), min_warmup_steps=3)
+    assert m.settled
+    assert m.warmup_steps == 3  # compile step + two steady steps that agree
+    assert m.warmup_seconds == COMPILE + 3 * FAST
+    # No timed window contains the compile step: every window runs at the steady rate.
+    assert {w.seconds / w.steps for w in m.windows} == {FAST}
+    assert m.throughput == ITEMS / FAST
+    assert m.step_seconds == FAST
+
+
+def test_compile_seconds_is_first_step_minus_steady_step() -> None:
+    m, _ = run(compile_then(FAST))
+    assert m.compile_seconds == pytest.approx(COMPILE)
+    m, _ = run(lambda n: FAST)  # nothing to compile
+    assert m.compile_seconds == 0.0
+
+
+def test_compile_seconds_excludes_data_wait() -> None:
+    m, _ = run(compile_then(FAST), wait=FAST / 4)
+    assert m.compile_seconds == pytest.approx(COMPILE)
+
+
+def test_warmup_waits_for_step_times_to_settle() -> None:
+    # Slowly settling: 4 s, 2 s, 1 s, 0.5 s, ... until FAST: ratios of 2 are above 1.25.
+    times = [4.0, 2.0, 1.0, 0.5, 0.25, 0.125, 0.0625, 1 / 32]
+    m, _ = run(lambda n: times[n] if n < len(times) else FAST, min_warmup_steps=3)
+    assert m.settled
+    assert m.warmup_steps == len(times) + 2  # the last two agree from the second FAST step on
+    assert m.throughput == ITEMS / FAST
+
+
+def test_warmup_gives_up_after_max_warmup_steps() -> None:
+    m, _ = run(lambda n: FAST if n % 2 else SLOW * 2, max_warmup_steps=7, max_windows=3)
+    assert not m.settled
+    assert m.warmup_steps == 7
+
+
+def test_warmup_drains_the_loaders_prefetch() -> None:
+    # Settled after step 3; 6 prefetched batches at 2 batches per step need 3 more steps.
+    m, _ = run(lambda n: FAST, min_warmup_steps=3, prefetch_batches=6, grad_accum=2)
+    assert m.warmup_steps == 6
+
+
+def test_converges_when_windows_agree() -> None:
+    m, step = run(lambda n: FAST, min_windows=3, agree=3, tolerance=0.03)
+    assert m.converged
+    assert len(m.windows) == 3
+    assert m.spread == 0.0
+    assert step.syncs >= 2 * len(m.windows)  # every window is bracketed by synchronization
+
+
+def test_converges_once_the_last_windows_agree() -> None:
+    # Window 1 is slow (still warming caches); windows 2-4 agree.
+    m, _ = run(lambda n: SLOW if 3 <= n < 7 else FAST, min_warmup_steps=3, min_window_steps=4,
+               window_seconds=FAST, agree=3, tolerance=0.03)
+    assert m.converged
+    assert len(m.windows) == 4
+    assert m.windows[0].throughput == ITEMS / SLOW
+    assert m.throughput == ITEMS / FAST  # the median ignores the outlier
+
+
+def test_windows_within_tolerance_converge() -> None:
+    # Windows 1% apart agree under a 3% tolerance.
+    def duration(n: int) -> float:
+        return FAST * (1.01 if ((n - 3) // 4) % 2 else 1.0) if n >= 3 else FAST
+
+    m, _ = run(duration, min_warmup_steps=3, min_window_steps=4, window_seconds=FAST,
+               tolerance=0.03)
+    assert m.converged
+    assert len(m.windows) == 3
+    assert 0 < m.spread <= 0.03
+
+
+def test_alternating_windows_do_not_converge_and_stop_at_max_windows() -> None:
+    m, _ = run(alternating_windows(warmup=3, per_window=4), min_warmup_steps=3,
+               min_window_steps=4, window_seconds=FAST, max_windows=7, tolerance=0.03)
+    assert not m.converged
+    assert len(m.windows) == 7
+    assert m.spread == pytest.approx(relative_spread([ITEMS / FAST, ITEMS / SLOW, ITEMS / FAST]))
+    assert m.spread > 0.03
+
+
+def test_alternating_windows_stop_at_the_budget() -> None:
+    # Windows take 4 * FAST = 1/16 s or 4 * SLOW = 1/8 s; the budget is 1/2 s.
+    m, _ = run(alternating_windows(warmup=3, per_window=4), min_warmup_steps=3,
+               min_window_steps=4, window_seconds=FAST, max_windows=1000, budget_seconds=0.5)
+    assert not m.converged
+    elapsed = [sum(w.seconds for w in m.windows[: i + 1]) for i in range(len(m.windows))]
+    assert elapsed[-1] >= 0.5  # stopped once the budget was spent...
+    assert elapsed[-2] < 0.5  # ...and not before
+    assert len(m.windows) == 6
+
+
+@pytest.mark.parametrize(
+    ("num_workers", "grad_accum", "expected"),
+    [
+        (0, 1, 3),  # min_window_steps
+        (8, 1, 24),  # 3 rounds of 8 workers, one batch per step
+        (8, 2, 12),  # two batches per step
+        (5, 2, 8),  # ceil(15 / 2)
+        (1, 4, 3),  # fewer than min_window_steps
+    ],
+)
+def test_window_length_covers_three_rounds_of_workers(
+    num_workers: int, grad_accum: int, expected: int
+) -> None:
+    m, _ = run(lambda n: FAST, window_seconds=FAST, min_window_steps=3, num_workers=num_workers,
+               grad_accum=grad_accum)
+    assert {w.steps for w in m.windows} == {expected}
+
+
+def test_window_length_covers_window_seconds() -> None:
+    m, _ = run(lambda n: FAST, window_seconds=0.5, min_window_steps=3)
+    assert {w.steps for w in m.windows} == {32}  # 0.5 s / (1/64 s)
+    assert {w.seconds for w in m.windows} == {0.5}
+    assert {w.items for w in m.windows} == {32 * ITEMS}
+
+
+def test_non_finite_loss_in_warmup() -> None:
+    with pytest.raises(NonFiniteLoss, match="warm-up"):
+        run(lambda n: FAST, finite=lambda: False)
+
+
+def test_non_finite_loss_in_a_timed_window() -> None:
+    answers = iter([True, True, False])
+    windows: list[Window] = []
+    with pytest.raises(NonFiniteLoss, match="timed window 2"):
+        run(lambda n: FAST, finite=lambda: next(answers), on_window=windows.append)
+    assert len(windows) == 2
+
+
+def test_data_wait_fraction() -> None:
+    m, _ = run(lambda n: FAST, wait=FAST / 4)
+    assert m.data_wait_fraction == pytest.approx(0.25)
+    assert m.summary()["data_wait_fraction"] == pytest.approx(0.25)
+
+
+def test_on_window_sees_every_window() -> None:
+    seen: list[Window] = []
+    m, _ = run(lambda n: FAST, on_window=seen.append)
+    assert tuple(seen) == m.windows
+
+
+def test_summary_keys() -> None:
+    m, _ = run(compile_then(FAST))
+    summary = m.summary()
+    assert summary["throughput"] == ITEMS / FAST
+    assert summary["converged"] is True
+    assert summary["windows"] == len(m.windows)
+    assert set(summary) == {
+        "throughput", "spread", "step_seconds", "data_wait_fraction", "warmup_steps",
+        "warmup_seconds", "compile_seconds", "windows", "converged", "settled",
+    }
+
+
+def test_relative_spread() -> None:
+    assert relative_spread([90.0, 100.0, 110.0]) == pytest.approx(0.2)
+    assert relative_spread([]) == math.inf
+    assert relative_spread([0.0, 0.0]) == math.inf
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"agree": 1}, {"min_windows": 0}, {"tolerance": 0.0}, {"tolerance": 1.0},
+     {"window_seconds": 0.0}, {"budget_seconds": -1.0}],
+)
+def test_invalid_settings(bad: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="="):
+        MeasureSettings(**bad)  # type: ignore[arg-type]

@@ -1,0 +1,228 @@
+"""Running one trial: the in-process twin, and real child processes (timeouts, crashes, compile)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autotune import MeasureSettings, Status, TrainConfig, TrialResult
+from autotune.runner import InProcessRunner, SubprocessRunner
+from autotune.worker import TrialRequest
+
+# Short windows: the tests check outcomes, not the precision of the numbers.
+QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
+
+
+def request_for(adapter: Path, config: TrainConfig, measure: MeasureSettings = QUICK) -> TrialRequest:
+    return TrialRequest(adapter=str(adapter), config=config, device="cpu", measure=measure, number=7)
+
+
+# -- the request file ---------------------------------------------------------------------------------
+
+
+def test_trial_request_round_trip(tiny_adapter: Path) -> None:
+    request = request_for(
+        tiny_adapter,
+        TrainConfig(batch_size=16, num_workers=2, prefetch_factor=4, amp_dtype="bf16"),
+    )
+    data = json.loads(json.dumps(request.to_dict()))  # what request.json holds
+    assert TrialRequest.from_dict(data) == request
+
+
+def test_trial_result_round_trip(tmp_path: Path) -> None:
+    result = TrialResult(status=Status.OK, throughput=12.5, unit="tokens", converged=True,
+                         extra={"window_throughputs": [12.0, 13.0]})
+    result.save(tmp_path / "result.json")
+    loaded = TrialResult.load(tmp_path / "result.json")
+    assert loaded == result
+    assert loaded.status is Status.OK
+    assert json.loads((tmp_path / "result.json").read_text())["status"] == "ok"
+
+
+def test_ok_result_needs_a_throughput() -> None:
+    with pytest.raises(ValueError, match="throughput"):
+        TrialResult(status=Status.OK)
+
+
+# -- the in-process twin ----------------------------------------------------------------------------
+
+
+def test_in_process_runner_ok(tmp_path: Path, tiny_adapter: Path) -> None:
+    events: list[dict[str, Any]] = []
+    trial_dir = tmp_path / "trials" / "7"
+    result = InProcessRunner().run(
+        request_for(tiny_adapter, TrainConfig(batch_size=8)), trial_dir, timeout=60,
+        on_event=events.append,
+    )
+    assert result.status is Status.OK, result.reason
+    assert result.throughput is not None and result.throughput > 0
+    assert result.unit == "samples"
+    assert result.windows is not None and result.windows >= 1
+    assert result.step_seconds is not None and result.step_seconds > 0
+    assert result.duration_seconds is not None and result.duration_seconds > 0
+    assert result.peak_rss_mb is not None and result.peak_rss_mb > 0
+    assert result.extra["fingerprint"]["torch"]
+    assert len(result.extra["window_throughputs"]) == result.windows
+    # One directory per trial: config in, result out.
+    request = TrialRequest.from_dict(json.loads((trial_dir / "request.json").read_text()))
+    assert request.config == TrainConfig(batch_size=8)
+    assert TrialResult.load(trial_dir / "result.json") == result
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "composed" and kinds.count("window") == result.windows
+
+
+def test_in_process_runner_counts_accumulated_micro_batches(tmp_path: Path, tiny_adapter: Path) -> None:
+    one = InProcessRunner().run(request_for(tiny_adapter, TrainConfig(batch_size=8)),
+                                tmp_path / "a", timeout=60)
+    four = InProcessRunner().run(request_for(tiny_adapter, TrainConfig(batch_size=8, grad_accum=4)),
+                                 tmp_path / "b", timeout=60)
+    assert one.status is Status.OK and four.status is Status.OK
+    assert one.step_seconds is not None and four.step_seconds is not None
+    # Four micro-batches per optimizer step: each step takes longer (throughput is per sample).
+    assert four.step_seconds > one.step_seconds
+
+
+def test_in_process_runner_bf16(tmp_path: Path, tiny_adapter: Path) -> None:
+    result = InProcessRunner().run(
+        request_for(tiny_adapter, TrainConfig(batch_size=8, amp_dtype="bf16", checkpoint=1.0)),
+        tmp_path / "t", timeout=60,
+    )
+    assert result.status is Status.OK, result.reason
+    assert result.extra["blocks_checkpointed"] == 2
+
+
+@pytest.mark.parametrize(
+    ("fault", "status", "reason"),
+    [
+        ("nan", Status.NAN, "not finite"),
+        ("error", Status.ERROR, "ValueError: bad batch in the user's loss"),
+    ],
+)
+def test_in_process_runner_failures(
+    tmp_path: Path, test_adapters: Path, monkeypatch: pytest.MonkeyPatch,
+    fault: str, status: Status, reason: str,
+) -> None:
+    monkeypatch.setenv("AUTOTUNE_TEST_FAULT", fault)
+    result = InProcessRunner().run(
+        request_for(test_adapters / "faulty.py", TrainConfig(batch_size=4)), tmp_path / "t",
+        timeout=60,
+    )
+    assert result.status is status
+    assert reason in result.reason
+    assert result.throughput is None
+
+
+def test_in_process_runner_oom(tmp_path: Path, test_adapters: Path) -> None:
+    adapter = test_adapters / "oom_above.py"
+    fits = InProcessRunner().run(request_for(adapter, TrainConfig(batch_size=16)), tmp_path / "a",
+                                 timeout=60)
+    too_big = InProcessRunner().run(request_for(adapter, TrainConfig(batch_size=32)), tmp_path / "b",
+                                    timeout=60)
+    assert fits.status is Status.OK, fits.reason
+    assert too_big.status is Status.OOM
+    assert too_big.reason.startswith("OutOfMemoryError: CUDA out of memory")
+
+
+def test_in_process_runner_broken_adapter_is_an_error(tmp_path: Path) -> None:
+    adapter = tmp_path / "broken.py"
+    adapter.write_text("import autotune\n")
+    result = InProcessRunner().run(request_for(adapter, TrainConfig(batch_size=4)), tmp_path / "t",
+                                   timeout=60)
+    assert result.status is Status.ERROR
+    assert "no subclass of autotune.Adapter" in result.reason
+
+
+# -- real child processes -----------------------------------------------------------------------------
+
+
+def _process_state(pid: int) -> str | None:
+    """The state letter in /proc/PID/stat (R, S, D, Z, ...), or None when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def _recorded_pids(folder: Path, kind: str) -> list[int]:
+    return sorted(int(p.name.split("-", 1)[1]) for p in folder.glob(f"{kind}-*"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_timeout_kills_the_trial_and_its_dataloader_workers(
+    tmp_path: Path, test_adapters: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    monkeypatch.setenv("AUTOTUNE_TEST_PID_DIR", str(pid_dir))
+    runner = SubprocessRunner(grace_seconds=2.0)
+    request = request_for(test_adapters / "hang_worker.py", TrainConfig(batch_size=4, num_workers=2))
+    timeout = 12.0
+    start = time.monotonic()
+    try:
+        result = runner.run(request, tmp_path / "trial", timeout=timeout)
+        elapsed = time.monotonic() - start
+        main = _recorded_pids(pid_dir, "main")
+        workers = _recorded_pids(pid_dir, "worker")
+        # The trial got as far as hanging in both workers (else this test would prove nothing).
+        assert len(main) == 1, (main, (tmp_path / "trial" / "log.txt").read_text())
+        assert len(workers) == 2, workers
+
+        assert result.status is Status.TIMEOUT
+        assert "12 s" in result.reason
+        assert timeout <= elapsed < timeout + runner.grace_seconds + 5
+        # Dead when `run` returns: no process of the trial is still running...
+        states = {pid: _process_state(pid) for pid in main + workers}
+        assert all(s in (None, "Z", "X") for s in states.values()), states
+        # ...and reaped soon after (orphaned workers are reaped by init; a lasting zombie is a leak).
+        deadline = time.monotonic() + 5
+        while any(_process_state(p) is not None for p in main + workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        states = {pid: _process_state(pid) for pid in main + workers}
+        assert all(s is None for s in states.values()), states
+    finally:
+        # Do not leave hung processes behind if the runner failed to kill them.
+        for pid in _recorded_pids(pid_dir, "main") + _recorded_pids(pid_dir, "worker"):
+            if _process_state(pid) not in (None, "Z", "X"):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_subprocess_killed_by_a_signal_is_crashed(
+    tmp_path: Path, test_adapters: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AUTOTUNE_TEST_FAULT", "kill")
+    result = SubprocessRunner().run(
+        request_for(test_adapters / "faulty.py", TrainConfig(batch_size=4)), tmp_path / "t",
+        timeout=120,
+    )
+    assert result.status is Status.CRASHED
+    assert result.reason == "killed by SIGKILL"
+    assert result.log == str(tmp_path / "t" / "log.txt")
+
+
+@pytest.mark.slow
+def test_subprocess_with_compile(tmp_path: Path, tiny_adapter: Path) -> None:
+    events: list[dict[str, Any]] = []
+    trial_dir = tmp_path / "t"
+    result = SubprocessRunner().run(
+        request_for(tiny_adapter, TrainConfig(batch_size=8, compile="default"),
+                    MeasureSettings(window_seconds=0.1, budget_seconds=0.5)),
+        trial_dir, timeout=240, on_event=events.append,
+    )
+    assert result.status is Status.OK, (result.reason, (trial_dir / "log.txt").read_text()[-3000:])
+    assert result.compile_seconds is not None and result.step_seconds is not None
+    assert result.warmup_seconds is not None
+    # Compiling takes far longer than a compiled step, and is reported apart from it.
+    assert result.compile_seconds > 20 * result.step_seconds
+    assert result.warmup_seconds >= result.compile_seconds
+    assert result.duration_seconds is not None and result.duration_seconds >= result.warmup_seconds
+    assert (trial_dir / "result.json").is_file() and (trial_dir / "log.txt").is_file()
+    assert any(e["event"] == "window" for e in events)
