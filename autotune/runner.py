@@ -107,7 +107,8 @@ class SubprocessRunner:
                 kill_group(proc, self.grace_seconds if outcome is not None else 0.0)
             events.poll()
         duration = time.monotonic() - start
-        return _read_result(trial_dir, proc.returncode, outcome, duration, timeout, self._stop_reason)
+        return _read_result(trial_dir, proc.returncode, outcome, duration, timeout,
+                            self._stop_reason, windows=events.windows)
 
 
 def _child_env(request: TrialRequest) -> dict[str, str]:
@@ -152,13 +153,19 @@ def _read_result(
     duration: float,
     timeout: float,
     stop_reason: str,
+    *,
+    windows: int,
 ) -> TrialResult:
     log = str(trial_dir / "log.txt")
     if outcome is Status.INTERRUPTED:
         return TrialResult(status=outcome, reason=stop_reason or "interrupted", log=log,
                            duration_seconds=duration)
     if outcome is Status.TIMEOUT:
-        return TrialResult(status=outcome, reason=f"killed after the {timeout:.0f} s trial limit",
+        # Say whether it got as far as timing: a trial still warming up was compiling (or its
+        # loader never delivered), which is where slow compile modes spend their minutes.
+        where = (f"after {windows} timed window(s)" if windows
+                 else "while still compiling / warming up (no timed window yet)")
+        return TrialResult(status=outcome, reason=f"killed at the {timeout:.0f} s trial limit {where}",
                            log=log, duration_seconds=duration)
     path = trial_dir / "result.json"
     if path.is_file():
@@ -186,9 +193,10 @@ class _EventTail:
         self.path = path
         self.callback = callback
         self.offset = 0
+        self.windows = 0
 
     def poll(self) -> None:
-        if self.callback is None or not self.path.is_file():
+        if not self.path.is_file():
             return
         with self.path.open() as f:
             f.seek(self.offset)
@@ -197,7 +205,10 @@ class _EventTail:
                 if not line.endswith("\n"):
                     break  # incomplete: read it next time
                 self.offset = f.tell()
-                self.callback(json.loads(line))
+                event = json.loads(line)
+                self.windows += event.get("event") == "window"
+                if self.callback is not None:
+                    self.callback(event)
 
 
 class InProcessRunner:
