@@ -142,27 +142,27 @@ class TrainConfig:
         return dataloader_kwargs(self)
 
     def autocast(self, device_type: str = "cuda") -> contextlib.AbstractContextManager[Any]:
-        """The autocast context for forward and loss (a no-op for fp32 and tf32).
+        """The autocast context for forward and loss (a no-op for fp32 and tf32)."""
+        from autotune.features.amp import autocast
 
-        Also switches TF32 on or off for the process as the config says.
-        """
-        from autotune.features.amp import apply_amp
-
-        return apply_amp(self.amp_dtype, device_type).autocast()
+        return autocast(self.amp_dtype, device_type)
 
     def grad_scaler(self, device_type: str = "cuda") -> torch.amp.GradScaler:
         """A GradScaler, enabled only for fp16."""
-        from autotune.features.amp import apply_amp
+        from autotune.features.amp import grad_scaler
 
-        return apply_amp(self.amp_dtype, device_type).scaler
+        return grad_scaler(self.amp_dtype, device_type)
 
     def wrap_model(
         self, model: torch.nn.Module, blocks: Sequence[torch.nn.Module] = ()
     ) -> torch.nn.Module:
-        """Checkpoint `blocks`, then compile: returns the module to call in training."""
+        """Set the matmul precision (TF32 or not), checkpoint `blocks`, then compile: returns
+        the module to call in training. The same order the trials measured (see compose.py)."""
+        from autotune.features.amp import set_matmul_precision
         from autotune.features.checkpoint import apply_checkpoint
         from autotune.features.compile import apply_compile
 
+        set_matmul_precision(self.amp_dtype)
         apply_checkpoint(blocks, self.checkpoint)
         return apply_compile(model, self.compile)
 

@@ -35,7 +35,8 @@ MEASURES = (
     "warmup_seconds", "data_wait_fraction", "peak_allocated_mb", "peak_reserved_mb",
     "peak_rss_mb", "duration_seconds",
 )
-COLUMNS = ("number", "state", "status", "baseline", *KNOBS, *MEASURES, "reason", "log")
+COLUMNS = ("number", "state", "status", "baseline", *KNOBS, *MEASURES, "verdict", "loader_rate",
+           "compute_rate", "gpu_busy_fraction", "reason", "log")
 
 
 def trial_rows(trials: Sequence[FrozenTrial], baseline: float | None) -> list[dict[str, Any]]:
@@ -56,6 +57,9 @@ def trial_rows(trials: Sequence[FrozenTrial], baseline: float | None) -> list[di
             "reason": result.get("reason", ""),
             "log": result.get("log", ""),
         }
+        diagnosis = (result.get("extra") or {}).get("diagnosis") or {}
+        for key in ("verdict", "loader_rate", "compute_rate", "gpu_busy_fraction"):
+            row[key] = diagnosis.get(key)
         if "duplicate_of" in t.user_attrs:
             row["reason"] = f"same config as trial {t.user_attrs['duplicate_of']}: not re-run"
         throughput = result.get("throughput") if result.get("status") == "ok" else None

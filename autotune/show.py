@@ -50,7 +50,7 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
     table = Table(title=f"{study.study_name}: top {min(top, len(ok))} of {len(rows)} trials "
                   f"({unit}/s)")
     for name in ("#", f"{unit}/s", "x base", "spread", "step ms", "compile s", "data wait",
-                 "peak GB", "config"):
+                 "peak GB", "bound", "config"):
         table.add_column(name, justify="left" if name == "config" else "right",
                          no_wrap=name != "config")
     for r in ok[:top]:
@@ -65,11 +65,28 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
             f"{r['compile_seconds']:.1f}" if r["compile_seconds"] is not None else "-",
             f"{r['data_wait_fraction']:.0%}" if r["data_wait_fraction"] is not None else "-",
             f"{peak / 1024:.1f}" if peak else "-",
+            (r["verdict"] or "-").replace("-bound", ""),
             describe_config(config),
         )
     console.print(table)
     if any(r["status"] == "ok" and not r["converged"] for r in rows):
         console.print("* spread above tolerance: those windows did not agree (measurement noisy)")
+    confirmation = study.user_attrs.get("confirmation")
+    if confirmation:
+        base = next((c["median"] for c in confirmation if c["baseline"] and c["median"]), None)
+        conf = Table(title="confirmation: fresh re-runs after the search (the winner is picked here)")
+        for name in ("#", "runs", "median", "spread", "x base", "search said"):
+            conf.add_column(name, justify="right")
+        for c in confirmation:
+            conf.add_row(
+                f"{c['trial']}" + (" (base)" if c["baseline"] else ""),
+                ", ".join(human(v) for v in c["throughputs"]) or ", ".join(c["statuses"]),
+                human(c["median"]),
+                f"{c['spread']:.1%}" if c["spread"] is not None else "-",
+                f"{c['median'] / base:.2f}" if c["median"] and base else "-",
+                human(c["search_throughput"]),
+            )
+        console.print(conf)
     failed = Counter(r["status"] for r in rows if r["status"] not in ("ok", "running", ""))
     if failed:
         console.print("other trials: " + ", ".join(f"{n} {s}" for s, n in sorted(failed.items())))

@@ -8,9 +8,28 @@ from typing import Any
 
 import torch
 
-__all__ = ["Amp", "apply_amp"]
+__all__ = ["Amp", "apply_amp", "autocast", "grad_scaler", "set_matmul_precision"]
 
 _AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def set_matmul_precision(amp_dtype: str) -> None:
+    """"highest" is PyTorch's default (true fp32 matmuls); "high" lets cuBLAS use TF32 tensor
+    cores. Process-wide, so set it before compiling: compiled kernels bake it in."""
+    torch.set_float32_matmul_precision("high" if amp_dtype == "tf32" else "highest")
+
+
+def autocast(amp_dtype: str, device_type: str) -> contextlib.AbstractContextManager[Any]:
+    """The forward/loss context: bf16 or fp16 autocast, a no-op for fp32 and tf32."""
+    dtype = _AUTOCAST_DTYPES.get(amp_dtype)
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device_type, dtype=dtype)
+
+
+def grad_scaler(amp_dtype: str, device_type: str) -> torch.amp.GradScaler:
+    """Enabled for fp16 only: fp16 gradients underflow without loss scaling; bf16 has fp32's range."""
+    return torch.amp.GradScaler(device_type, enabled=amp_dtype == "fp16")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -22,20 +41,13 @@ class Amp:
     device_type: str
     """"cuda" or "cpu"."""
     scaler: torch.amp.GradScaler
-    """Enabled for fp16 only: fp16 gradients underflow without loss scaling; bf16 has fp32's range."""
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
-        dtype = _AUTOCAST_DTYPES.get(self.amp_dtype)
-        if dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=self.device_type, dtype=dtype)
+        return autocast(self.amp_dtype, self.device_type)
 
 
 def apply_amp(amp_dtype: str, device_type: str) -> Amp:
-    """Set the process's fp32 matmul precision and return the autocast/scaler pair.
-
-    "highest" is PyTorch's default (true fp32 matmuls); "high" lets cuBLAS use TF32 tensor cores.
-    """
-    torch.set_float32_matmul_precision("high" if amp_dtype == "tf32" else "highest")
-    scaler = torch.amp.GradScaler(device_type, enabled=amp_dtype == "fp16")
-    return Amp(amp_dtype=amp_dtype, device_type=device_type, scaler=scaler)
+    """Set the process's matmul precision and return the autocast/scaler pair."""
+    set_matmul_precision(amp_dtype)
+    return Amp(amp_dtype=amp_dtype, device_type=device_type,
+               scaler=grad_scaler(amp_dtype, device_type))
