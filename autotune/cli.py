@@ -72,7 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="output folder (default: results/STUDY_NAME)")
     search.add_argument("--seed", type=int, default=None, help="sampler seed")
     search.add_argument("--measure-seconds", type=_positive(float), default=20.0,
-                        help="most seconds of timed windows per trial, after warm-up (default 20)")
+                        help="seconds of timed windows per trial after warm-up: measuring stops "
+                        "there even if the windows disagree (3 windows are always timed; "
+                        "default 20)")
     search.add_argument("--confirm", type=int, default=3,
                         help="after the search, re-run this many top configs and the baseline in "
                         "fresh processes; the winner is picked on those runs (default 3; 0 skips)")

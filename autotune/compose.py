@@ -14,6 +14,7 @@ from autotune.features.amp import apply_amp
 from autotune.features.checkpoint import apply_checkpoint
 from autotune.features.compile import apply_compile
 from autotune.features.dataloader import apply_dataloader, to_device
+from autotune.lifetime import die_with_parent
 from autotune.measure import StepResult
 
 __all__ = ["CUDAGRAPH_MODES", "TrainStep", "compose"]
@@ -49,7 +50,8 @@ class TrainStep:
         self.optimizer = adapter.optimizer(self.model)
         # 4. Compile last: it wraps everything above. Lazy: it happens on the first forward.
         self.forward_model = apply_compile(self.model, config.compile)
-        self.loader = apply_dataloader(adapter.dataset(), config)
+        # Workers die with this process even when stuck in __getitem__ (see lifetime.py).
+        self.loader = apply_dataloader(adapter.dataset(), config, worker_init_fn=die_with_parent)
         self._iterator: Iterator[Any] | None = None
         self._mark_cudagraph_step = device.type == "cuda" and config.compile in CUDAGRAPH_MODES
         self._loss_sum = torch.zeros((), device=device)
@@ -70,10 +72,12 @@ class TrainStep:
         wait = 0.0
         accum = self.config.grad_accum
         for _ in range(accum):
+            # Data wait is the time blocked on the DataLoader. The copy is left out of it: a
+            # pageable copy waits for the GPU to finish queued compute, which is not input cost.
             t0 = self.clock()
             batch, n = self.next_batch()
-            batch = to_device(batch, self.device, non_blocking=self.config.pin_memory)
             wait += self.clock() - t0
+            batch = to_device(batch, self.device, non_blocking=self.config.pin_memory)
             items += n
             self.micro_step(batch, accum)
         self.optimizer_step()

@@ -33,7 +33,7 @@ from autotune.result import Status, TrialResult
 from autotune.runner import Runner
 from autotune.recipes import hand_recipe
 from autotune.space import SearchSpace, available_cpus
-from autotune.storage import open_storage
+from autotune.storage import absolute_storage, open_storage
 from autotune.worker import TrialRequest
 
 __all__ = ["Interrupted", "Search", "SearchListener", "SearchSettings", "trial_result"]
@@ -79,6 +79,8 @@ class SearchSettings:
     """Runs of each confirmed config, in shuffled order."""
 
     def __post_init__(self) -> None:
+        # One name for the storage whatever the working directory (study.yaml records it).
+        object.__setattr__(self, "storage", absolute_storage(self.storage))
         if self.confirm < 0 or self.confirm_repeats < 1:
             raise ValueError(f"need confirm >= 0 and confirm_repeats >= 1, got {self.confirm=}, "
                              f"{self.confirm_repeats=}")
@@ -160,6 +162,12 @@ class Search:
                 f"study {s.study_name!r} in {s.storage} measures {attrs.get('unit')}, this adapter "
                 f"{self.adapter.unit}; pass another --study-name for a new study"
             )
+        elif attrs.get("device") != s.device:
+            raise InputError(
+                f"study {s.study_name!r} in {s.storage} was measured on {attrs.get('device')}, this "
+                f"run is on {s.device}: their throughputs cannot be ranked together; pass "
+                f"--device {attrs.get('device')} or another --study-name"
+            )
         return study
 
     def _recover_stale(self) -> None:
@@ -178,11 +186,20 @@ class Search:
 
     def _enqueue_starts(self) -> None:
         """Trial 0: the baseline. Trial 1: the common hand recipe, where the space holds it, so
-        the search starts from what a careful engineer would try first."""
+        the search starts from what a careful engineer would try first; then the recipe at two
+        larger batch sizes."""
         starts = [("baseline", self.space.baseline)]
         recipe = hand_recipe(self.adapter, device=self.settings.device, cpus=available_cpus())
         if self.space.holds(recipe):
             starts.append(("recipe", recipe))
+            # Then the recipe at the next two larger batch sizes: after precision and compile,
+            # the batch is the knob with the most effect on a GPU-bound step, and an OOM here
+            # teaches the sampler where memory ends.
+            larger = sorted(b for b in self.space.batch_sizes() if b > recipe.batch_size)[:2]
+            for size in larger:
+                config = self.space.with_batch(recipe, size)
+                if self.space.holds(config):
+                    starts.append((f"recipe-bs{size}", config))
         trials = self.study.get_trials(deepcopy=False)
         live = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
         for role, config in starts:

@@ -59,14 +59,14 @@ class _Spec:
 _SPECS: dict[str, _Spec] = {
     "num_workers": _Spec(int, 0),
     "prefetch_factor": _Spec(int, None, needs_workers=True, minimum=1),
-    "pin_memory": _Spec(bool, False, cuda_only=bool),
-    "persistent_workers": _Spec(bool, False, needs_workers=True),
+    "pin_memory": _Spec(bool, False, ranges=False, cuda_only=bool),
+    "persistent_workers": _Spec(bool, False, ranges=False, needs_workers=True),
     "batch_size": _Spec(int, None, minimum=1),
     "grad_accum": _Spec(int, 1, minimum=1),
     "amp_dtype": _Spec(str, "fp32", AMP_DTYPES, ranges=False, cuda_only=lambda v: v in ("tf32", "fp16")),
     "compile": _Spec(str, "none", COMPILE_MODES, ranges=False),
     "checkpoint": _Spec(float, 0.0, ranges=False),
-    "expandable_segments": _Spec(bool, False, cuda_only=bool),
+    "expandable_segments": _Spec(bool, False, ranges=False, cuda_only=bool),
     "max_split_size_mb": _Spec(int, None, ranges=False, cuda_only=lambda v: v is not None,
                                minimum=MIN_SPLIT_SIZE_MB, nullable=True),
 }
@@ -167,6 +167,20 @@ class SearchSpace:
             if knob.active(values) and knob.name in params:
                 values[knob.name] = params[knob.name]
         return self._finish(values)
+
+    def batch_sizes(self) -> tuple[int, ...]:
+        """The batch sizes this space samples (only the baseline's when batch is not searched)."""
+        knob = next((k for k in self.knobs if k.name == "batch_size"), None)
+        if knob is None:
+            return (self.baseline.batch_size,)
+        if knob.choices is not None:
+            return tuple(knob.choices)
+        assert knob.low is not None and knob.high is not None
+        return tuple(range(knob.low, knob.high + 1))
+
+    def with_batch(self, config: TrainConfig, batch_size: int) -> TrainConfig:
+        """`config` at another batch size (accumulation follows a global batch size)."""
+        return self._finish({**config.to_dict(), "batch_size": batch_size})
 
     def holds(self, config: TrainConfig) -> bool:
         """Whether `suggest` could return `config`."""
@@ -399,7 +413,7 @@ def _parse_when(raw: Any, where: str) -> tuple[Condition, ...]:
     if isinstance(raw, list):
         parts = raw
     elif isinstance(raw, str):
-        parts = re.split(r"\s+and\s+", raw)
+        parts = re.split(r"\s+and\s+", raw, flags=re.IGNORECASE)
     else:
         raise InputError(f"{where}.when: expected a string like \"num_workers > 0\", got {raw!r}")
     conditions = []
@@ -431,6 +445,17 @@ def _check_condition_value(knob: str, values: Sequence[Any], where: str, part: s
             raise InputError(
                 f"{where}.when: in {part!r}, {value!r} is not a value of {knob}; allowed: "
                 f"{list(spec.allowed)}"
+            )
+        if value is None and (spec.nullable or spec.needs_workers):
+            continue
+        numeric = spec.kind in (int, float) and not isinstance(value, bool) and isinstance(
+            value, (int, float))
+        if not (numeric or isinstance(value, spec.kind)):
+            kind = {int: "an integer", float: "a number", bool: "true or false",
+                    str: "a string"}[spec.kind]
+            raise InputError(
+                f"{where}.when: in {part!r}, {knob} is compared with {value!r}, but its values "
+                f"are {kind}"
             )
 
 

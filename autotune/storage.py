@@ -14,7 +14,7 @@ from optuna.storages.journal import JournalFileBackend
 
 from autotune.errors import InputError
 
-__all__ = ["default_storage_url", "open_storage"]
+__all__ = ["absolute_storage", "default_storage_url", "open_storage"]
 
 _SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
@@ -22,6 +22,16 @@ _SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 def default_storage_url(out: Path) -> str:
     # An absolute path gives "sqlite:////abs/path" (four slashes), which SQLAlchemy needs.
     return f"sqlite:///{(out / 'study.db').resolve()}"
+
+
+def absolute_storage(spec: str) -> str:
+    """The same storage named independently of the working directory (study.yaml records it,
+    and `autotune show` may run from elsewhere)."""
+    if spec.startswith("sqlite:///") and not spec.startswith("sqlite:////"):
+        return f"sqlite:///{Path(spec[len('sqlite:///'):]).resolve()}"
+    if "://" in spec:
+        return spec
+    return str(Path(spec).resolve())
 
 
 def open_storage(spec: str) -> BaseStorage:

@@ -12,7 +12,6 @@ import dataclasses
 import json
 import os
 import resource
-import signal
 import sys
 import time
 import traceback
@@ -21,6 +20,7 @@ from typing import Any
 
 from autotune.config import TrainConfig
 from autotune.features.allocator import ALLOC_ENV
+from autotune.lifetime import die_with_parent
 from autotune.measure import MeasureSettings, NonFiniteLoss, Window
 from autotune.result import Status, TrialResult
 
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m autotune.worker TRIAL_DIR", file=sys.stderr)
         return 2
-    _die_with_parent()
+    die_with_parent()
     trial_dir = Path(args[0])
     request = TrialRequest.from_dict(json.loads((trial_dir / "request.json").read_text()))
     start = time.perf_counter()
@@ -188,24 +188,6 @@ def main(argv: list[str] | None = None) -> int:
     result.save(trial_dir / "result.json")
     print(f"autotune trial {request.number}: {result.status.value} {result.reason}".rstrip())
     return 0
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process if the search process dies (even by SIGKILL).
-
-    The trial leads its own session, so signals to the search's terminal never reach it; without
-    this, a killed search would leave a trial holding GPU memory. DataLoader workers notice their
-    parent's death on their own.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL))
-    if os.getppid() == 1:  # the parent died before prctl took effect
-        os._exit(1)
 
 
 if __name__ == "__main__":

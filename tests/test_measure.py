@@ -182,19 +182,26 @@ def test_alternating_windows_stop_at_the_budget() -> None:
 @pytest.mark.parametrize(
     ("num_workers", "grad_accum", "expected"),
     [
-        (0, 1, 3),  # min_window_steps
-        (8, 1, 24),  # 3 rounds of 8 workers, one batch per step
-        (8, 2, 12),  # two batches per step
+        (0, 1, 4),  # window_seconds / step: 4 steps
+        (1, 4, 4),  # 3 rounds of 1 worker at 4 batches per step is less than that
+        (2, 1, 6),  # 3 rounds of 2 workers, one batch per step
+        (4, 2, 6),  # two batches per step
         (5, 2, 8),  # ceil(15 / 2)
-        (1, 4, 3),  # fewer than min_window_steps
     ],
 )
 def test_window_length_covers_three_rounds_of_workers(
     num_workers: int, grad_accum: int, expected: int
 ) -> None:
-    m, _ = run(lambda n: FAST, window_seconds=FAST, min_window_steps=3, num_workers=num_workers,
-               grad_accum=grad_accum)
+    m, _ = run(lambda n: FAST, window_seconds=4 * FAST, min_window_steps=3,
+               num_workers=num_workers, grad_accum=grad_accum)
     assert {w.steps for w in m.windows} == {expected}
+
+
+def test_window_with_many_workers_is_not_cut_by_the_time_cap() -> None:
+    # 8 workers, 1/4 s steps, 1 s windows: 3 rounds of the workers take 24 steps (6 s).
+    m, _ = run(lambda n: 0.25, window_seconds=1.0, min_window_steps=3, num_workers=8,
+               grad_accum=1, max_windows=3)
+    assert {w.steps for w in m.windows} == {24}
 
 
 def test_window_length_covers_window_seconds() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -189,6 +191,55 @@ def test_timeout_kills_the_trial_and_its_dataloader_workers(
         assert all(s is None for s in states.values()), states
     finally:
         # Do not leave hung processes behind if the runner failed to kill them.
+        for pid in _recorded_pids(pid_dir, "main") + _recorded_pids(pid_dir, "worker"):
+            if _process_state(pid) not in (None, "Z", "X"):
+                os.kill(pid, signal.SIGKILL)
+
+
+_SEARCH_STANDIN = """
+import sys
+from pathlib import Path
+from autotune import TrainConfig
+from autotune.runner import SubprocessRunner
+from autotune.worker import TrialRequest
+request = TrialRequest(adapter=sys.argv[1], config=TrainConfig(batch_size=4, num_workers=2),
+                       device="cpu")
+SubprocessRunner().run(request, Path(sys.argv[2]), timeout=600)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_killed_search_leaves_no_trial_process_behind(
+    tmp_path: Path, test_adapters: Path, repo_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    monkeypatch.setenv("AUTOTUNE_TEST_PID_DIR", str(pid_dir))
+    monkeypatch.setenv("PYTHONPATH", str(repo_root))
+    search = subprocess.Popen(
+        [sys.executable, "-c", _SEARCH_STANDIN, str(test_adapters / "hang_worker.py"),
+         str(tmp_path / "trial")],
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(_recorded_pids(pid_dir, "worker")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(_recorded_pids(pid_dir, "worker")) == 2, "the trial never reached its workers"
+        search.kill()  # what `kill -9` or the kernel's OOM killer does to the search
+        search.wait()
+        trial = _recorded_pids(pid_dir, "main") + _recorded_pids(pid_dir, "worker")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(
+            _process_state(p) not in (None, "Z", "X") for p in trial
+        ):
+            time.sleep(0.2)
+        states = {pid: _process_state(pid) for pid in trial}
+        assert all(s in (None, "Z", "X") for s in states.values()), states
+    finally:
+        if search.poll() is None:
+            search.kill()
+            search.wait()
         for pid in _recorded_pids(pid_dir, "main") + _recorded_pids(pid_dir, "worker"):
             if _process_state(pid) not in (None, "Z", "X"):
                 os.kill(pid, signal.SIGKILL)

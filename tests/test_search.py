@@ -9,12 +9,12 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import optuna
 import pytest
+from helpers import FakeRunner, ok_by_batch_size
 from optuna.trial import TrialState
 
 from autotune import Adapter, InputError, MeasureSettings, Status, TrainConfig, TrialResult, load_config
@@ -47,31 +47,6 @@ class Tiny(Adapter):
 class Tokens(Adapter):
     unit = "tokens"
     batch_size = 8
-
-
-Script = Callable[[int, TrialRequest], TrialResult]
-
-
-def ok_by_batch_size(call: int, request: TrialRequest) -> TrialResult:
-    """Larger batches are faster, as on a real machine until memory runs out."""
-    return TrialResult(status=Status.OK, throughput=100.0 * request.config.batch_size,
-                       duration_seconds=1.0)
-
-
-class FakeRunner:
-    """Answers each trial from a script, runs nothing, and remembers what it was asked."""
-
-    def __init__(self, script: Script = ok_by_batch_size) -> None:
-        self.script = script
-        self.requests: list[TrialRequest] = []
-        self.timeouts: list[float] = []
-
-    def run(self, request: TrialRequest, trial_dir: Path, *, timeout: float,
-            on_event: Any = None) -> TrialResult:
-        trial_dir.mkdir(parents=True, exist_ok=True)
-        self.requests.append(request)
-        self.timeouts.append(timeout)
-        return self.script(len(self.requests) - 1, request)
 
 
 def space_of(raw: dict[str, Any], adapter: type[Adapter] = Tiny) -> SearchSpace:
@@ -157,12 +132,22 @@ def test_baseline_config_is_the_adapters_batch_with_pytorch_defaults(tmp_path: P
     assert runner.requests[0].number == 0
 
 
-def test_duplicates_are_not_re_run(tmp_path: Path) -> None:
-    runner = FakeRunner()
-    search(tmp_path, ONE_CONFIG, trials=3, runner=runner).run()
-    assert len(runner.requests) == 1  # one config in the space: measured once
+class CountingInProcessRunner(InProcessRunner):
+    def __init__(self) -> None:
+        self.numbers: list[int] = []
+
+    def run(self, request: TrialRequest, trial_dir: Path, **kwargs: Any) -> TrialResult:
+        self.numbers.append(request.number)
+        return super().run(request, trial_dir, **kwargs)
+
+
+def test_duplicates_are_not_re_run(tmp_path: Path, tiny_adapter: Path) -> None:
+    runner = CountingInProcessRunner()
+    search(tmp_path, ONE_CONFIG, trials=3, runner=runner, adapter=tiny_adapter).run()
+    assert runner.numbers == [0]  # one config in the space: measured once
     trials = trials_of(tmp_path)
     assert len(trials) == 3
+    assert trials[0].user_attrs["result"]["status"] == "ok"
     assert [t.user_attrs.get("duplicate_of") for t in trials] == [None, 0, 0]
     for t in trials[1:]:
         assert t.state == TrialState.COMPLETE
@@ -364,3 +349,11 @@ def test_confirmation_reruns_the_leaders_and_the_baseline(tmp_path: Path) -> Non
     assert winner is not None
     fastest = max(expected, key=lambda c: c.batch_size)
     assert load_config(tmp_path / "out" / "best.yaml") == fastest
+
+
+def test_study_of_another_device_is_refused(tmp_path: Path) -> None:
+    cuda_space = parse_space(LARGE, source="test-space.yaml", adapter=Tiny, device_type="cuda", cpus=8)
+    Search(settings(tmp_path, trials=1, device="cuda"), cuda_space, Tiny, runner=FakeRunner(),
+           listener=QuietListener()).run()
+    with pytest.raises(InputError, match="cuda"):
+        search(tmp_path, LARGE, trials=2, device="cpu")

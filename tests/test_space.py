@@ -239,12 +239,6 @@ def test_max_split_size_below_allocator_minimum() -> None:
                 device="cuda")
 
 
-@pytest.mark.xfail(
-    reason="BUG: bool knobs (pin_memory, persistent_workers, expandable_segments) accept an int "
-    "range {low: 0, high: 1}: it samples ints, skips the CUDA-only check on a CPU, and the "
-    "resulting best.yaml (persistent_workers: 1) is then rejected by load_config",
-    strict=True,
-)
 @pytest.mark.parametrize("key", ["pin_memory", "persistent_workers", "expandable_segments"])
 def test_bool_knob_refuses_an_int_range(key: str) -> None:
     parse_error({"num_workers": {"low": 0, "high": 2}, key: {"low": 0, "high": 1}}, key=key)
@@ -279,12 +273,6 @@ def test_condition_value_not_a_value_of_the_knob() -> None:
     assert "fp8" in message
 
 
-@pytest.mark.xfail(
-    reason="BUG: a condition value of the wrong type ('num_workers > two') is accepted; the "
-    "comparison then raises TypeError inside Condition.holds, which is read as False, so the "
-    "knob is silently never sampled",
-    strict=True,
-)
 def test_condition_value_of_wrong_type() -> None:
     parse_error(
         {"num_workers": {"low": 0, "high": 2},

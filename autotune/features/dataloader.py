@@ -29,10 +29,13 @@ def dataloader_kwargs(config: TrainConfig) -> dict[str, Any]:
     return kwargs
 
 
-def apply_dataloader(dataset: Dataset[Any], config: TrainConfig) -> DataLoader[Any]:
+def apply_dataloader(
+    dataset: Dataset[Any], config: TrainConfig, *, worker_init_fn: Any = None
+) -> DataLoader[Any]:
     """A training DataLoader over `dataset`: shuffled when map-style, full batches only."""
     shuffle = not isinstance(dataset, IterableDataset)
-    return DataLoader(dataset, shuffle=shuffle, drop_last=True, **dataloader_kwargs(config))
+    return DataLoader(dataset, shuffle=shuffle, drop_last=True, worker_init_fn=worker_init_fn,
+                      **dataloader_kwargs(config))
 
 
 def to_device(batch: Any, device: torch.device, non_blocking: bool) -> Any:

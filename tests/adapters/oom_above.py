@@ -1,23 +1,24 @@
 """A tiny adapter whose step runs "out of memory" above a batch size, like a GPU would.
 
 `loss` raises a real `torch.OutOfMemoryError` (the type a CUDA OOM arrives as) whenever the
-micro-batch holds more than `THRESHOLD` samples, so an OOM trial is testable on a CPU.
+micro-batch holds more than `threshold` samples, so an OOM trial is testable on a CPU.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 import torch
 from torch import nn
 
 import autotune
 
-THRESHOLD = 16
-"""Largest batch that "fits"."""
-
 
 class OOMAboveAdapter(autotune.Adapter):
     unit = "samples"
     batch_size = 8
+    threshold: ClassVar[int] = 16
+    """Largest batch that "fits"."""
 
     def dataset(self) -> torch.utils.data.Dataset:
         g = torch.Generator().manual_seed(0)
@@ -33,9 +34,9 @@ class OOMAboveAdapter(autotune.Adapter):
 
     def loss(self, model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         x, y = batch
-        if len(x) > THRESHOLD:
+        if len(x) > self.threshold:
             raise torch.OutOfMemoryError(
                 f"CUDA out of memory. Tried to allocate {len(x)} samples (test adapter: the "
-                f"limit is {THRESHOLD})"
+                f"limit is {self.threshold})"
             )
         return nn.functional.cross_entropy(model(x), y)

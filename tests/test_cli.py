@@ -1,0 +1,286 @@
+"""The command line as a real subprocess: usage errors, broken adapters, OOM trials, a whole study."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+import yaml
+from broken_adapters import BROKEN
+from helpers import TEST_ADAPTERS, run_autotune
+from optuna.trial import TrialState
+
+from autotune import TrainConfig, load_adapter, load_config
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+# The CPU space without compile (a compile trial takes 10-30 s on two cores; test_runner covers
+# compile) and without the DataLoader workers' fork storms on a small machine.
+QUICK_SPACE = """\
+num_workers: {low: 0, high: 1}
+batch_size: {factors: [1, 2, 4]}
+amp_dtype: {choices: [fp32, bf16]}
+"""
+
+
+def failure(proc: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
+
+
+def load(out: Path, study_name: str) -> optuna.Study:
+    storage = f"sqlite:///{(out / 'study.db').resolve()}"
+    return optuna.load_study(study_name=study_name, storage=storage)
+
+
+def csv_rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+# -- usage errors ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ([], "usage: autotune"),
+        (["search"], "--adapter"),
+        (["search", "--adapter", "adapters/mlp.py", "--trials", "0"], "--trials"),
+        (["search", "--adapter", "adapters/mlp.py", "--trials", "many"], "--trials"),
+        (["search", "--adapter", "adapters/mlp.py", "--device", "tpu"], "--device"),
+        (["search", "--adapter", "adapters/mlp.py", "--measure-seconds", "-1"], "--measure-seconds"),
+        (["frobnicate"], "invalid choice"),
+        (["show"], "out"),
+    ],
+    ids=["no-command", "search-without-adapter", "zero-trials", "trials-not-int", "bad-device",
+         "negative-measure-seconds", "unknown-command", "show-without-folder"],
+)
+def test_usage_errors_exit_1_with_help(args: list[str], expected: str) -> None:
+    proc = run_autotune(*args)
+    assert proc.returncode == 1, failure(proc)
+    assert "usage:" in proc.stderr
+    assert expected in proc.stderr
+
+
+def test_help_exits_0() -> None:
+    proc = run_autotune("--help")
+    assert proc.returncode == 0
+    assert "search" in proc.stdout and "show" in proc.stdout
+
+
+def test_search_help_lists_its_options() -> None:
+    proc = run_autotune("search", "--help")
+    assert proc.returncode == 0
+    for option in ("--adapter", "--space", "--trials", "--trial-timeout", "--device", "--out",
+                   "--storage", "--seed", "--measure-seconds"):
+        assert option in proc.stdout
+
+
+def test_show_of_a_folder_without_a_study(tmp_path: Path) -> None:
+    proc = run_autotune("show", tmp_path)
+    assert proc.returncode == 1, failure(proc)
+    assert str(tmp_path / "study.yaml") in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_bad_space_exits_1_naming_the_file_and_key(tmp_path: Path) -> None:
+    space = tmp_path / "space.yaml"
+    space.write_text("amp_dtype: {choices: [fp32, fp8]}\n")
+    out = tmp_path / "out"
+    proc = run_autotune("search", "--adapter", TEST_ADAPTERS / "tiny.py", "--device", "cpu",
+                        "--space", space, "--out", out)
+    assert proc.returncode == 1, failure(proc)
+    assert str(space) in proc.stderr and "amp_dtype" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (out / "trials").exists()
+
+
+def test_cuda_space_on_cpu_exits_1(tmp_path: Path) -> None:
+    proc = run_autotune("search", "--adapter", TEST_ADAPTERS / "tiny.py", "--device", "cpu",
+                        "--space", "default", "--out", tmp_path / "out")
+    assert proc.returncode == 1, failure(proc)
+    assert "default.yaml" in proc.stderr and "CUDA" in proc.stderr
+
+
+# -- broken adapters ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", ["nonexistent", "syntax-error", "import-error", "no-subclass",
+                                  "two-subclasses", "missing-loss"])
+def test_broken_adapter_exits_1_naming_the_file(tmp_path: Path, case: str) -> None:
+    adapter = tmp_path / f"{case}.py"
+    expected = "adapter file not found"
+    if case != "nonexistent":
+        source, expected = BROKEN[case]
+        adapter.write_text(source)
+    out = tmp_path / "out"
+    proc = run_autotune("search", "--adapter", adapter, "--device", "cpu", "--trials", "1",
+                        "--out", out)
+    assert proc.returncode == 1, failure(proc)
+    assert str(adapter) in proc.stderr
+    assert expected in proc.stderr
+    if case in ("syntax-error", "import-error"):
+        assert "Traceback" in proc.stderr  # the user's error, with where it happened
+    else:
+        assert "Traceback" not in proc.stderr
+    assert not (out / "trials").exists()
+    assert not (out / "study.db").exists()
+
+
+# -- OOM trials are outcomes, not failures of the study ---------------------------------------------------
+
+
+@pytest.mark.slow
+def test_oom_trials_are_recorded_and_the_study_finishes(tmp_path: Path) -> None:
+    threshold = load_adapter(TEST_ADAPTERS / "oom_above.py").threshold  # type: ignore[attr-defined]
+    space = tmp_path / "space.yaml"
+    space.write_text("batch_size: {factors: [1, 2, 4, 8]}\n")  # 8, 16, 32, 64: the last two OOM
+    out = tmp_path / "out"
+    proc = run_autotune(
+        "search", "--adapter", "tests/adapters/oom_above.py", "--device", "cpu", "--space", space,
+        "--trials", "5", "--out", out, "--measure-seconds", "1", "--seed", "0",
+    )
+    assert proc.returncode == 0, failure(proc)
+
+    trials = load(out, "oom_above").get_trials()
+    assert len(trials) == 5
+    too_big = {t.number for t in trials if t.user_attrs["config"]["batch_size"] > threshold}
+    assert too_big, "no trial tried a batch above the threshold: the test proves nothing"
+    for t in trials:
+        assert t.state == TrialState.COMPLETE
+        status = t.user_attrs["result"]["status"]
+        if t.number in too_big:
+            assert status == "oom", t.user_attrs["result"]
+            assert t.constraints == {"usable": 1.0}
+            assert t.value == 0.0
+            assert "OutOfMemoryError" in t.user_attrs["result"]["reason"]
+        else:
+            assert status == "ok", t.user_attrs["result"]
+            assert t.constraints == {"usable": 0.0}
+    best = yaml.safe_load((out / "best.yaml").read_text())
+    assert best["config"]["batch_size"] <= threshold
+    assert load_config(out / "best.yaml").batch_size <= threshold
+    rows = csv_rows(out / "trials.csv")
+    assert {r["status"] for r in rows} == {"ok", "oom"}
+
+
+# -- a whole study on the CPU ------------------------------------------------------------------------------
+
+
+def search_mlp(out: Path, space: Path, trials: int) -> subprocess.CompletedProcess[str]:
+    return run_autotune(
+        "search", "--adapter", "adapters/mlp.py", "--trials", str(trials), "--device", "cpu",
+        "--out", out, "--measure-seconds", "2", "--seed", "0", "--space", space,
+    )
+
+
+@pytest.fixture(scope="module")
+def mlp_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, subprocess.CompletedProcess[str]]:
+    """One 4-trial study of the example adapter: (out folder, space file, the search's process)."""
+    root = tmp_path_factory.mktemp("mlp")
+    space = root / "quick.yaml"
+    space.write_text(QUICK_SPACE)
+    out = root / "out"
+    return out, space, search_mlp(out, space, trials=4)
+
+
+@pytest.mark.slow
+def test_search_writes_every_output(mlp_study: tuple[Path, Path, Any]) -> None:
+    out, _, proc = mlp_study
+    assert proc.returncode == 0, failure(proc)
+    for name in ("best.yaml", "trials.csv", "throughput.png", "study.yaml", "study.db"):
+        assert (out / name).is_file(), name
+    assert (out / "throughput.png").read_bytes()[:8] == PNG_SIGNATURE
+    assert yaml.safe_load((out / "study.yaml").read_text()) == {
+        "study_name": "mlp", "storage": f"sqlite:///{(out / 'study.db').resolve()}",
+    }
+    rows = csv_rows(out / "trials.csv")
+    measured = [r for r in rows if "not re-run" not in r["reason"]]
+    assert measured
+    for r in measured:
+        trial_dir = out / "trials" / r["number"]
+        assert (trial_dir / "log.txt").is_file(), trial_dir
+        assert (trial_dir / "request.json").is_file(), trial_dir
+        assert (trial_dir / "result.json").is_file(), trial_dir
+
+
+@pytest.mark.slow
+def test_best_yaml_round_trips_and_beats_the_baseline(mlp_study: tuple[Path, Path, Any]) -> None:
+    out, _, proc = mlp_study
+    assert proc.returncode == 0, failure(proc)
+    doc = yaml.safe_load((out / "best.yaml").read_text())
+    config = load_config(out / "best.yaml")
+    assert config == TrainConfig(**doc["config"])
+    assert doc["env"] == {"PYTORCH_CUDA_ALLOC_CONF": config.alloc_conf}
+    assert doc["throughput"]["unit"] == doc["baseline"]["unit"] == "samples/s"
+    assert doc["throughput"]["value"] >= doc["baseline"]["value"] > 0
+    assert doc["provenance"]["torch"] and doc["provenance"]["cpu_count"]
+
+
+@pytest.mark.slow
+def test_study_holds_every_trial(mlp_study: tuple[Path, Path, Any]) -> None:
+    out, _, proc = mlp_study
+    assert proc.returncode == 0, failure(proc)
+    study = load(out, "mlp")
+    trials = study.get_trials()
+    assert len(trials) == len(csv_rows(out / "trials.csv")) == 4
+    assert all(t.state == TrialState.COMPLETE for t in trials)
+    assert [t.number for t in trials if t.user_attrs.get("baseline")] == [0]
+    assert trials[0].user_attrs["config"] == TrainConfig(batch_size=32).to_dict()
+    assert study.user_attrs["unit"] == "samples"
+
+
+@pytest.mark.slow
+def test_show_prints_the_table(mlp_study: tuple[Path, Path, Any]) -> None:
+    out, _, proc = mlp_study
+    assert proc.returncode == 0, failure(proc)
+    shown = run_autotune("show", out)
+    assert shown.returncode == 0, failure(shown)
+    assert "mlp: top" in shown.stdout
+    assert "samples/s" in shown.stdout
+    assert "(base)" in shown.stdout
+    assert "bs=32 fp32" in shown.stdout  # the baseline's config
+
+
+@pytest.mark.slow
+def test_rerun_continues_the_same_study(mlp_study: tuple[Path, Path, Any], tmp_path: Path) -> None:
+    first_out, space, proc = mlp_study
+    assert proc.returncode == 0, failure(proc)
+    out = tmp_path / "out"
+    shutil.copytree(first_out, out)  # leave the shared study as the other tests expect it
+    resumed = search_mlp(out, space, trials=6)
+    assert resumed.returncode == 0, failure(resumed)
+    trials = load(out, "mlp").get_trials()
+    assert len(trials) == 6
+    assert all(t.state == TrialState.COMPLETE for t in trials)
+    assert [t.number for t in trials if t.user_attrs.get("baseline")] == [0]
+    assert len(csv_rows(out / "trials.csv")) == 6
+    assert "(4 trial(s) done before)" in " ".join(resumed.stdout.split())
+
+
+# -- apply -------------------------------------------------------------------------------------------------
+
+
+def test_apply_sets_the_allocator_environment(tmp_path: Path) -> None:
+    best = tmp_path / "best.yaml"
+    best.write_text(yaml.safe_dump({"config": TrainConfig(
+        batch_size=8, expandable_segments=True, max_split_size_mb=256).to_dict()}))
+    proc = run_autotune("apply", best, "--", sys.executable, "-c",
+                        "import os; print(os.environ['PYTORCH_CUDA_ALLOC_CONF'])")
+    assert proc.returncode == 0, failure(proc)
+    assert proc.stdout.strip() == "expandable_segments:True,max_split_size_mb:256"
+
+
+def test_apply_bad_config_exits_1(tmp_path: Path) -> None:
+    best = tmp_path / "best.yaml"
+    best.write_text("config: {batch_size: 8, workers: 2}\n")
+    proc = run_autotune("apply", best, "--", sys.executable, "-c", "print('ran')")
+    assert proc.returncode == 1, failure(proc)
+    assert str(best) in proc.stderr and "workers" in proc.stderr
+    assert "ran" not in proc.stdout
