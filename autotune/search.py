@@ -31,8 +31,8 @@ from autotune.confirm import Candidate, candidates, estimate_seconds, run_confir
 from autotune.report import Winner, write_outputs
 from autotune.result import Status, TrialResult
 from autotune.runner import Runner
-from autotune.recipes import hand_recipe
 from autotune.space import SearchSpace, available_cpus
+from autotune.starts import enqueue, follow_ups, initial_starts
 from autotune.storage import absolute_storage, open_storage
 from autotune.worker import TrialRequest
 
@@ -184,31 +184,6 @@ class Search:
                 except optuna.exceptions.UpdateFinishedTrialError:
                     pass  # finished meanwhile by someone else
 
-    def _enqueue_starts(self) -> None:
-        """Trial 0: the baseline. Trial 1: the common hand recipe, where the space holds it, so
-        the search starts from what a careful engineer would try first; then the recipe at two
-        larger batch sizes."""
-        starts = [("baseline", self.space.baseline)]
-        recipe = hand_recipe(self.adapter, device=self.settings.device, cpus=available_cpus())
-        if self.space.holds(recipe):
-            starts.append(("recipe", recipe))
-            # Then the recipe at the next two larger batch sizes: after precision and compile,
-            # the batch is the knob with the most effect on a GPU-bound step, and an OOM here
-            # teaches the sampler where memory ends.
-            larger = sorted(b for b in self.space.batch_sizes() if b > recipe.batch_size)[:2]
-            for size in larger:
-                config = self.space.with_batch(recipe, size)
-                if self.space.holds(config):
-                    starts.append((f"recipe-bs{size}", config))
-        trials = self.study.get_trials(deepcopy=False)
-        live = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
-        for role, config in starts:
-            if not any(t.user_attrs.get("role") == role and t.state in live for t in trials):
-                self.study.enqueue_trial(
-                    self.space.params_for(config),
-                    user_attrs={"role": role, "baseline": role == "baseline"},
-                )
-
     # -- the loop ----------------------------------------------------------------------------
 
     def done(self) -> int:
@@ -219,7 +194,8 @@ class Search:
         s = self.settings
         s.out.mkdir(parents=True, exist_ok=True)
         self._recover_stale()
-        self._enqueue_starts()
+        enqueue(self.study, self.space, initial_starts(
+            self.space, self.adapter, device=s.device, cpus=available_cpus()))
         self.study.set_user_attr("confirmation", None)  # stale once new trials run
         deadline = None if s.timeout is None else time.monotonic() + s.timeout
         self.listener.started(s, self.done(), self.adapter.unit)
@@ -296,6 +272,9 @@ class Search:
         if fingerprint and "fingerprint" not in self.study.user_attrs:
             self.study.set_user_attr("fingerprint", fingerprint)
         self._tell(trial, result, budget_cut=budget_cut)
+        if trial.user_attrs.get("role") == "recipe" and result.status is Status.OK:
+            verdict = (result.extra.get("diagnosis") or {}).get("verdict")
+            enqueue(self.study, self.space, follow_ups(self.space, config, verdict))
         winner = write_outputs(self.study, s)
         self.listener.trial_finished(trial.number, result, winner)
 

@@ -168,15 +168,18 @@ class SearchSpace:
                 values[knob.name] = params[knob.name]
         return self._finish(values)
 
-    def batch_sizes(self) -> tuple[int, ...]:
-        """The batch sizes this space samples (only the baseline's when batch is not searched)."""
-        knob = next((k for k in self.knobs if k.name == "batch_size"), None)
+    def values(self, name: str) -> tuple[Any, ...]:
+        """The values this space samples for a knob (the baseline's when it is not searched)."""
+        knob = next((k for k in self.knobs if k.name == name), None)
         if knob is None:
-            return (self.baseline.batch_size,)
+            return (getattr(self.baseline, name),)
         if knob.choices is not None:
             return tuple(knob.choices)
         assert knob.low is not None and knob.high is not None
         return tuple(range(knob.low, knob.high + 1))
+
+    def batch_sizes(self) -> tuple[int, ...]:
+        return self.values("batch_size")
 
     def with_batch(self, config: TrainConfig, batch_size: int) -> TrainConfig:
         """`config` at another batch size (accumulation follows a global batch size)."""
