@@ -3,9 +3,9 @@
 set -u
 . benchmarks/device_env.sh
 mkdir -p $OUT/resnet /root/keep
-timeout 170 python3 -m pytest tests/gpu -s -v -p no:cacheprovider 2>&1 > $OUT/knobs.log
+timeout 150 python3 -m pytest tests/gpu -s -v -p no:cacheprovider 2>&1 > $OUT/knobs.log
 grep -E "KNOB|PASSED|FAILED|passed|failed" $OUT/knobs.log
-timeout 420 python3 -m autotune search --adapter adapters/resnet.py --space default --timeout 390 \
+timeout 375 python3 -m autotune search --adapter adapters/resnet.py --space default --timeout 350 \
   --confirm 1 --confirm-repeats 2 --seed 0 --out $OUT/resnet 2>&1 | tee $OUT/resnet/search.log | tail -25
 COLUMNS=200 python3 -m autotune show $OUT/resnet 2>&1 | tail -22
 tar czf $OUT/resnet/trials.tgz -C $OUT/resnet trials confirm && rm -rf $OUT/resnet/trials $OUT/resnet/confirm
