@@ -1,0 +1,42 @@
+"""A tiny adapter whose loss is NaN above batch size 8 (a config that diverges is broken, not
+fast). Batch 8 (the baseline) trains normally. The trial process records its pid as an empty
+file "main-<pid>" in `$AUTOTUNE_TEST_PID_DIR` (when set).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+from torch import nn
+
+import autotune
+
+PID_DIR_ENV = "AUTOTUNE_TEST_PID_DIR"
+THRESHOLD = 8
+
+
+def _record(kind: str) -> None:
+    folder = os.environ.get(PID_DIR_ENV)
+    if folder:
+        (Path(folder) / f"{kind}-{os.getpid()}").touch()
+
+
+class NanLossAdapter(autotune.Adapter):
+    batch_size = 8
+
+    def dataset(self) -> torch.utils.data.Dataset:
+        _record("main")
+        return torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
+
+    def model(self) -> nn.Module:
+        return nn.Linear(4, 2)
+
+    def optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def loss(self, model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        x, y = batch
+        loss = nn.functional.cross_entropy(model(x), y)
+        return loss * float("nan") if len(x) > THRESHOLD else loss

@@ -1,0 +1,349 @@
+"""Final confirmation: which configs are re-run, in what order, how the winner is then picked and
+reported; and one real small study in this process that confirms its leaders."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+import yaml
+from optuna.trial import FrozenTrial, TrialState, create_trial
+
+from autotune import Adapter, MeasureSettings, Status, TrainConfig, TrialResult, load_config
+from autotune.confirm import Candidate, candidates, estimate_seconds, run_confirmation
+from autotune.display import QuietListener
+from autotune.report import best_document, pick_winner
+from autotune.runner import InProcessRunner
+from autotune.search import Search, SearchSettings
+from autotune.space import parse_space
+from autotune.worker import TrialRequest
+
+QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
+
+
+def config(**changes: Any) -> dict[str, Any]:
+    return TrainConfig(batch_size=8).replace(**changes).to_dict()
+
+
+def trial(
+    number: int,
+    value: float,
+    *,
+    status: str = "ok",
+    baseline: bool = False,
+    duration: float = 10.0,
+    state: TrialState = TrialState.COMPLETE,
+    extra_attrs: dict[str, Any] | None = None,
+    **changes: Any,
+) -> FrozenTrial:
+    attrs: dict[str, Any] = {
+        "config": config(**changes),
+        "result": {"status": status, "throughput": value if status == "ok" else None,
+                   "unit": "samples", "duration_seconds": duration},
+        "baseline": baseline,
+        **(extra_attrs or {}),
+    }
+    t = create_trial(state=state, value=value if state == TrialState.COMPLETE else None,
+                     user_attrs=attrs)
+    t.number = number
+    return t
+
+
+@pytest.fixture
+def trials() -> list[FrozenTrial]:
+    return [
+        trial(0, 100.0, baseline=True, duration=5.0),
+        trial(1, 300.0, batch_size=32, duration=20.0),
+        trial(2, 1e9, status="oom", batch_size=64),  # a failed trial's value must not count
+        trial(3, 250.0, batch_size=16, duration=12.0),
+        trial(4, 280.0, batch_size=32),  # the same config as trial 1, measured again: slower
+        trial(5, 300.0, batch_size=32, extra_attrs={"duplicate_of": 1}),
+        trial(6, 200.0, batch_size=16, amp_dtype="bf16", duration=8.0),
+        trial(7, 0.0, state=TrialState.FAIL, batch_size=4),
+        trial(8, 0.0, state=TrialState.RUNNING, batch_size=2),
+    ]
+
+
+# -- candidates ---------------------------------------------------------------------------------------
+
+
+def test_candidates_are_the_k_fastest_distinct_ok_configs_and_the_baseline(
+    trials: list[FrozenTrial],
+) -> None:
+    cands = candidates(trials, 2)
+    assert [c.trial for c in cands] == [1, 3, 0]
+    assert [c.baseline for c in cands] == [False, False, True]
+    assert cands[0].config == TrainConfig(batch_size=32)
+    assert cands[0].search_throughput == 300.0
+    assert cands[0].duration_seconds == 20.0
+    assert cands[2].config == TrainConfig(batch_size=8)
+
+
+def test_candidates_k_larger_than_the_configs(trials: list[FrozenTrial]) -> None:
+    cands = candidates(trials, 10)
+    # Distinct ok configs only: trial 4 repeats trial 1's config, 5 is a duplicate, 2 failed.
+    assert [c.trial for c in cands] == [1, 3, 6, 0]
+    assert len({c.config for c in cands}) == 4
+
+
+def test_baseline_among_the_fastest_is_not_added_twice() -> None:
+    ts = [trial(0, 500.0, baseline=True), trial(1, 100.0, batch_size=4),
+          trial(2, 200.0, batch_size=16)]
+    cands = candidates(ts, 2)
+    assert [c.trial for c in cands] == [0, 2]
+    assert [c.baseline for c in cands] == [True, False]
+
+
+def test_failed_baseline_is_not_a_candidate() -> None:
+    ts = [trial(0, 0.0, status="oom", baseline=True), trial(1, 100.0, batch_size=4),
+          trial(2, 200.0, batch_size=16)]
+    assert [c.trial for c in candidates(ts, 2)] == [2, 1]
+
+
+def test_no_candidates_without_ok_trials() -> None:
+    assert candidates([trial(0, 0.0, status="error", baseline=True)], 3) == []
+    assert candidates([], 3) == []
+
+
+def test_estimate_seconds(trials: list[FrozenTrial]) -> None:
+    cands = candidates(trials, 2)
+    assert estimate_seconds(cands, 3) == 3 * (20.0 + 12.0 + 5.0)
+    assert estimate_seconds([], 3) == 0.0
+
+
+# -- run_confirmation with a scripted runner -----------------------------------------------------------
+
+
+class ScriptedRunner:
+    """Answers each run with the next throughput scripted for that trial number."""
+
+    def __init__(self, script: dict[int, list[TrialResult]]) -> None:
+        self.script = {k: list(v) for k, v in script.items()}
+        self.calls: list[tuple[int, Path, float, TrialRequest]] = []
+
+    def run(self, request: TrialRequest, trial_dir: Path, *, timeout: float,
+            on_event: Any = None) -> TrialResult:
+        self.calls.append((request.number, trial_dir, timeout, request))
+        return self.script[request.number].pop(0)
+
+    @property
+    def order(self) -> list[int]:
+        return [n for n, *_ in self.calls]
+
+
+def ok(value: float) -> TrialResult:
+    return TrialResult(status=Status.OK, throughput=value)
+
+
+def cand(number: int, search: float, *, baseline: bool = False, duration: float = 10.0,
+         **changes: Any) -> Candidate:
+    return Candidate(trial=number, config=TrainConfig(batch_size=8).replace(**changes),
+                     search_throughput=search, duration_seconds=duration, baseline=baseline)
+
+
+CANDS = [cand(3, 300.0, batch_size=32, duration=20.0), cand(5, 280.0, batch_size=16),
+         cand(0, 100.0, baseline=True, duration=400.0)]
+
+
+def confirm(runner: ScriptedRunner, tmp_path: Path, cands: list[Candidate] = CANDS,
+            repeats: int = 3, seed: int | None = 1, **kw: Any) -> list[dict[str, Any]]:
+    return run_confirmation(cands, adapter=Path("adapter.py"), device="cpu", runner=runner,
+                            out=tmp_path, repeats=repeats, trial_timeout=300.0, measure=QUICK,
+                            seed=seed, **kw)
+
+
+def test_each_candidate_runs_repeats_times_in_a_shuffled_order(tmp_path: Path) -> None:
+    runner = ScriptedRunner({3: [ok(200.0)] * 3, 5: [ok(260.0)] * 3, 0: [ok(90.0)] * 3})
+    confirm(runner, tmp_path, seed=1)
+    order = runner.order
+    assert sorted(order) == [0, 0, 0, 3, 3, 3, 5, 5, 5]
+    grouped = [3, 3, 3, 5, 5, 5, 0, 0, 0]
+    expected = list(grouped)
+    random.Random(1).shuffle(expected)
+    assert order == expected  # the seed makes the order reproducible...
+    assert order != grouped  # ...and it is not one config after another
+    # Not grouped in any arrangement: some config's runs are interleaved with another's.
+    runs_of = {n: [i for i, m in enumerate(order) if m == n] for n in (0, 3, 5)}
+    assert any(r[-1] - r[0] > 2 for r in runs_of.values())
+
+
+def test_requests_folders_and_time_limits(tmp_path: Path) -> None:
+    runner = ScriptedRunner({3: [ok(200.0)] * 2, 5: [ok(260.0)] * 2, 0: [ok(90.0)] * 2})
+    confirm(runner, tmp_path, repeats=2)
+    for i, (number, trial_dir, timeout, request) in enumerate(runner.calls):
+        assert trial_dir == tmp_path / "confirm" / f"{i:02d}-trial{number}"
+        c = next(c for c in CANDS if c.trial == number)
+        assert request.config == c.config
+        assert request.number == number
+        assert request.device == "cpu" and request.adapter == "adapter.py"
+        assert request.measure == QUICK
+        assert request.diagnose is False  # the search diagnosed it already
+        # Twice what the trial took plus a minute, never past the trial limit.
+        assert timeout == min(300.0, 2 * c.duration_seconds + 60)
+    assert {timeout for n, _, timeout, _ in runner.calls if n == 0} == {300.0}
+    assert {timeout for n, _, timeout, _ in runner.calls if n == 3} == {100.0}
+
+
+def test_summary_has_medians_sorted_fastest_first(tmp_path: Path) -> None:
+    runner = ScriptedRunner({
+        3: [ok(200.0), ok(210.0), ok(190.0)],  # the search's 300 was a lucky window
+        5: [ok(260.0), ok(250.0), ok(270.0)],
+        0: [ok(90.0), ok(100.0), ok(95.0)],
+    })
+    summary = confirm(runner, tmp_path, seed=7)
+    assert [s["trial"] for s in summary] == [5, 3, 0]
+    by = {s["trial"]: s for s in summary}
+    assert by[5]["median"] == 260.0 and by[3]["median"] == 200.0 and by[0]["median"] == 95.0
+    assert by[5]["spread"] == pytest.approx(20.0 / 260.0)
+    assert sorted(by[3]["throughputs"]) == [190.0, 200.0, 210.0]
+    assert by[3]["search_throughput"] == 300.0
+    assert by[0]["baseline"] is True and by[5]["baseline"] is False
+    assert by[5]["statuses"] == ["ok"] * 3
+
+
+def test_failed_runs_are_left_out_of_the_median(tmp_path: Path) -> None:
+    oom = TrialResult(status=Status.OOM, reason="out of memory")
+    runner = ScriptedRunner({
+        3: [oom, oom],  # fits no more (another process holds memory): never ranked first
+        5: [ok(260.0), TrialResult(status=Status.TIMEOUT, reason="slow")],
+        0: [ok(90.0), ok(100.0)],
+    })
+    summary = confirm(runner, tmp_path, repeats=2)
+    by = {s["trial"]: s for s in summary}
+    assert by[5]["throughputs"] == [260.0] and by[5]["median"] == 260.0
+    assert by[5]["spread"] is None  # one value has no spread
+    assert by[3]["median"] is None and by[3]["throughputs"] == []
+    assert sorted(by[3]["statuses"]) == ["oom", "oom"]
+    assert summary[-1]["trial"] == 3
+    assert [s["trial"] for s in summary][:2] == [5, 0]
+
+
+def test_an_interrupted_run_stops_the_confirmation(tmp_path: Path) -> None:
+    runner = ScriptedRunner({n: [TrialResult(status=Status.INTERRUPTED, reason="SIGINT")] * 3
+                             for n in (0, 3, 5)})
+    seen: list[tuple[int, Status]] = []
+    summary = confirm(runner, tmp_path,
+                      on_result=lambda c, r: seen.append((c.trial, r.status)))
+    assert len(runner.calls) == 1
+    assert seen == [(runner.order[0], Status.INTERRUPTED)]
+    assert all(s["median"] is None for s in summary)
+
+
+def test_on_result_sees_every_run(tmp_path: Path) -> None:
+    runner = ScriptedRunner({3: [ok(200.0)] * 2, 5: [ok(260.0)] * 2, 0: [ok(90.0)] * 2})
+    seen: list[int] = []
+    confirm(runner, tmp_path, repeats=2, on_result=lambda c, r: seen.append(c.trial))
+    assert seen == runner.order
+
+
+# -- the confirmed winner is the one reported -----------------------------------------------------------
+
+
+def search_settings(tmp_path: Path, **changes: Any) -> SearchSettings:
+    values: dict[str, Any] = {"adapter": Path("tests/adapters/tiny.py"),
+                              "space_source": "test-space.yaml", "device": "cpu",
+                              "out": tmp_path / "out", "storage": str(tmp_path / "study.db"),
+                              "study_name": "test", "confirm": 2, **changes}
+    return SearchSettings(**values)
+
+
+def test_confirmation_overrules_the_search(tmp_path: Path) -> None:
+    # The search saw trial 3 fastest; re-measured, trial 5 is faster and the baseline slower.
+    ts = [trial(0, 100.0, baseline=True), trial(3, 300.0, batch_size=32),
+          trial(4, 150.0, batch_size=4), trial(5, 280.0, batch_size=16)]
+    cands = candidates(ts, 2)
+    assert [c.trial for c in cands] == [3, 5, 0]
+    runner = ScriptedRunner({3: [ok(200.0), ok(210.0)], 5: [ok(260.0), ok(270.0)],
+                             0: [ok(80.0), ok(90.0)]})
+    summary = confirm(runner, tmp_path, cands=cands, repeats=2, seed=0)
+
+    searched = pick_winner(ts, {})
+    assert searched is not None and searched.trial.number == 3
+    winner = pick_winner(ts, {"confirmation": summary})
+    assert winner is not None
+    assert winner.trial.number == 5
+    assert winner.throughput == 265.0  # the median of its confirmation runs
+    assert winner.baseline == 85.0  # the baseline re-measured, not its search value
+    assert winner.speedup == pytest.approx(265.0 / 85.0)
+    assert winner.confirmation == summary
+
+    doc = best_document(winner, {"unit": "samples"}, search_settings(tmp_path))
+    assert doc["config"] == config(batch_size=16)
+    assert doc["throughput"] == {"value": 265.0, "unit": "samples/s",
+                                 "from": "median of the confirmation runs"}
+    assert doc["baseline"] == {"value": 85.0, "unit": "samples/s"}
+    assert doc["speedup"] == pytest.approx(265.0 / 85.0, rel=1e-3)
+    assert doc["measurement"]["trial"] == 5
+    assert [c["trial"] for c in doc["confirmation"]] == [5, 3, 0]
+    first = doc["confirmation"][0]
+    assert sorted(first["runs"]) == [260.0, 270.0]
+    assert first["median"] == 265.0 and first["search"] == 280.0 and first["baseline"] is False
+    assert yaml.safe_load(yaml.safe_dump(doc)) == doc  # best.yaml is plain YAML
+
+
+def test_without_confirmation_best_document_says_the_search(tmp_path: Path) -> None:
+    ts = [trial(0, 100.0, baseline=True), trial(3, 300.0, batch_size=32)]
+    winner = pick_winner(ts, {"confirmation": None})
+    assert winner is not None and winner.trial.number == 3
+    doc = best_document(winner, {"unit": "samples"}, search_settings(tmp_path))
+    assert doc["throughput"]["from"] == "the search trial's median window"
+    assert doc["throughput"]["value"] == 300.0
+    assert doc["confirmation"] is None
+
+
+def test_confirmation_where_every_run_failed_falls_back_to_the_search() -> None:
+    ts = [trial(0, 100.0, baseline=True), trial(3, 300.0, batch_size=32)]
+    confirmation = [{"trial": 3, "baseline": False, "median": None, "throughputs": [],
+                     "search_throughput": 300.0, "spread": None, "statuses": ["oom"]}]
+    winner = pick_winner(ts, {"confirmation": confirmation})
+    assert winner is not None
+    assert winner.trial.number == 3 and winner.throughput == 300.0
+    assert winner.confirmation is None
+
+
+# -- one real study, confirmed ----------------------------------------------------------------------------
+
+
+class Tiny(Adapter):
+    """What Search reads of tests/adapters/tiny.py's adapter class."""
+
+    batch_size = 8
+
+
+def test_search_confirms_its_leaders(tmp_path: Path, tiny_adapter: Path) -> None:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    raw = {"batch_size": {"factors": [1, 2, 4]}, "amp_dtype": {"choices": ["fp32", "bf16"]}}
+    space = parse_space(raw, source="test-space.yaml", adapter=Tiny, device_type="cpu", cpus=2)
+    settings = search_settings(tmp_path, adapter=tiny_adapter, trials=3, seed=0, measure=QUICK,
+                               confirm=2, confirm_repeats=2)
+    confirmed: list[tuple[int, Status]] = []
+
+    class Listener(QuietListener):
+        def confirm_result(self, c: Candidate, result: TrialResult) -> None:
+            confirmed.append((c.trial, result.status))
+
+    winner = Search(settings, space, Tiny, runner=InProcessRunner(), listener=Listener()).run()
+
+    study = optuna.load_study(study_name="test", storage=f"sqlite:///{tmp_path / 'study.db'}")
+    confirmation = study.user_attrs["confirmation"]
+    assert 2 <= len(confirmation) <= 3
+    assert sum(c["baseline"] for c in confirmation) == 1
+    for c in confirmation:
+        assert c["statuses"] == ["ok", "ok"], c
+        assert len(c["throughputs"]) == 2 and c["median"] > 0
+    medians = [c["median"] for c in confirmation]
+    assert medians == sorted(medians, reverse=True)
+    assert len(confirmed) == 2 * len(confirmation)
+    assert len(list((tmp_path / "out" / "confirm").iterdir())) == 2 * len(confirmation)
+
+    assert winner is not None and winner.confirmation == confirmation
+    assert winner.trial.number == confirmation[0]["trial"]
+    best = yaml.safe_load((tmp_path / "out" / "best.yaml").read_text())
+    assert best["throughput"]["from"] == "median of the confirmation runs"
+    assert [c["trial"] for c in best["confirmation"]] == [c["trial"] for c in confirmation]
+    assert all(len(c["runs"]) == 2 for c in best["confirmation"])
+    assert load_config(tmp_path / "out" / "best.yaml") == TrainConfig(
+        **winner.trial.user_attrs["config"])

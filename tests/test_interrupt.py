@@ -1,0 +1,418 @@
+"""Interruption and durability: Ctrl-C / SIGTERM stop the running trial and keep what finished,
+the same command resumes, outputs are never half-written, and two searches can share a study."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import IO, Any
+
+import optuna
+import pytest
+import yaml
+from helpers import REPO_ROOT, TEST_ADAPTERS, FakeRunner, ok_by_batch_size
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import FrozenTrial, TrialState
+
+from rich.console import Console
+
+from autotune import Adapter, Status, TrainConfig, TrialResult, load_config
+from autotune.display import QuietListener, RichDisplay
+from autotune.files import atomic_write_text
+from autotune.report import COLUMNS
+from autotune.search import Search, SearchSettings
+from autotune.space import parse_space
+from autotune.worker import TrialRequest
+
+SLOW_ADAPTER = TEST_ADAPTERS / "faults" / "slow_step.py"
+PID_DIR_ENV = "AUTOTUNE_TEST_PID_DIR"
+SLEEP_ENV = "AUTOTUNE_TEST_STEP_SLEEP"
+TAG_ENV = "AUTOTUNE_TEST_TAG"
+"""Set in each search's environment: every process it starts inherits it, so /proc finds them."""
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+PNG_END = b"IEND\xaeB`\x82"  # the last chunk of every complete PNG
+
+
+@pytest.fixture(autouse=True)
+def _quiet_optuna() -> None:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+# -- processes ------------------------------------------------------------------------------------------
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter in /proc/PID/stat (R, S, D, Z, ...), or None when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def recorded_pids(folder: Path, kind: str | None = None) -> list[int]:
+    pattern = f"{kind}-*" if kind else "*-*"
+    return sorted({int(p.name.split("-", 1)[1]) for p in folder.glob(pattern)})
+
+
+def tagged_pids(tag: str) -> list[int]:
+    """Live processes whose environment holds TAG_ENV=tag (zombies have an empty environ)."""
+    wanted = f"{TAG_ENV}={tag}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if wanted in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def leftovers(pids: list[int], tag: str, wait: float = 5.0) -> dict[int, str | None]:
+    """The processes (recorded or tagged) not gone within `wait` seconds, with their states."""
+    deadline = time.monotonic() + wait
+    while True:
+        left = {p: process_state(p) for p in {*pids, *tagged_pids(tag)}}
+        left = {p: s for p, s in left.items() if s is not None}
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+def kill_all(pids: list[int], tag: str) -> None:
+    for pid in {*pids, *tagged_pids(tag)}:
+        if process_state(pid) not in (None, "Z", "X"):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def csv_rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+# -- Ctrl-C and SIGTERM, then resume ---------------------------------------------------------------------
+
+
+def slow_search_args(space: Path, out: Path) -> list[str]:
+    return [
+        "search", "--adapter", str(SLOW_ADAPTER), "--device", "cpu", "--space", str(space),
+        "--trials", "2", "--out", str(out), "--measure-seconds", "1", "--confirm", "0",
+        "--seed", "1", "--trial-timeout", "120",
+    ]
+
+
+def load_sqlite_trials(out: Path, name: str) -> list[FrozenTrial]:
+    storage = f"sqlite:///{(out / 'study.db').resolve()}"
+    return optuna.load_study(study_name=name, storage=storage).get_trials()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads processes from /proc")
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
+                         ids=["SIGINT", "SIGTERM"])
+def test_signal_stops_the_running_trial_and_the_same_command_resumes(
+    tmp_path: Path, sig: signal.Signals, code: int
+) -> None:
+    space = tmp_path / "space.yaml"
+    # Trial 0: batch 8, no workers; with seed 1, trial 1: batch 32 (stuck) with a DataLoader worker.
+    space.write_text("num_workers: {choices: [0, 1]}\nbatch_size: {factors: [1, 4]}\n")
+    out = tmp_path / "out"
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    args = slow_search_args(space, out)
+    tag = f"interrupt-{uuid.uuid4().hex}"
+    env = {**os.environ, PID_DIR_ENV: str(pid_dir), TAG_ENV: tag, SLEEP_ENV: "3600"}
+    first_log = tmp_path / "first.txt"
+    with first_log.open("w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "autotune", *args], cwd=REPO_ROOT, env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+    try:
+        # Wait until trial 1 is stuck inside its step, then stop the search as a user would.
+        deadline = time.monotonic() + 120
+        while (not recorded_pids(pid_dir, "step") and proc.poll() is None
+               and time.monotonic() < deadline):
+            time.sleep(0.1)
+        assert recorded_pids(pid_dir, "step"), ("trial 1 never reached its step", first_log.read_text())
+        assert recorded_pids(pid_dir, "worker"), "trial 1 has no DataLoader worker: proves less"
+        assert (out / "trials" / "1" / "request.json").is_file()
+        os.kill(proc.pid, sig)
+        returncode = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        left = leftovers(recorded_pids(pid_dir), tag)
+        kill_all(recorded_pids(pid_dir), tag)
+    output = " ".join(first_log.read_text().split())  # the display wraps lines
+    assert returncode == code, output
+    assert f"interrupted by {sig.name}" in output and "run the same command again" in output
+    assert "Traceback" not in output, output
+    # The stuck trial, its DataLoader worker and the search are gone.
+    assert len(recorded_pids(pid_dir, "main")) == 2  # the baseline's and the stuck trial's
+    assert left == {}, left
+
+    trials = load_sqlite_trials(out, "slow_step")
+    assert [t.number for t in trials] == [0, 1]
+    base, stopped = trials
+    assert base.state == TrialState.COMPLETE and base.user_attrs["result"]["status"] == "ok"
+    assert (stopped.user_attrs["config"]["batch_size"], stopped.user_attrs["config"]["num_workers"]) \
+        == (32, 1), stopped.user_attrs["config"]
+    assert stopped.state == TrialState.FAIL  # says nothing about the config: not counted
+    assert stopped.user_attrs["result"]["status"] == "interrupted"
+    assert sig.name in stopped.user_attrs["result"]["reason"]
+    assert (out / "trials" / "1" / "log.txt").is_file()
+    # Outputs for what finished are written.
+    rows = csv_rows(out / "trials.csv")
+    assert [(r["number"], r["state"], r["status"]) for r in rows] == [
+        ("0", "COMPLETE", "ok"), ("1", "FAIL", "interrupted")]
+    best = yaml.safe_load((out / "best.yaml").read_text())
+    assert best["measurement"]["trial"] == 0
+    assert best["throughput"]["value"] == pytest.approx(base.value, rel=1e-3)
+
+    # The same command (the step no longer stuck) continues the study to --trials finished.
+    tag = f"resume-{uuid.uuid4().hex}"
+    env = {**os.environ, PID_DIR_ENV: str(pid_dir), TAG_ENV: tag}
+    resumed = subprocess.run([sys.executable, "-m", "autotune", *args], cwd=REPO_ROOT, env=env,
+                             capture_output=True, text=True, timeout=240, check=False)
+    left = leftovers(recorded_pids(pid_dir), tag)
+    kill_all(recorded_pids(pid_dir), tag)
+    assert resumed.returncode == 0, (resumed.stdout, resumed.stderr)
+    assert "(1 trial(s) done before)" in " ".join(resumed.stdout.split())
+    assert left == {}, left
+
+    trials = load_sqlite_trials(out, "slow_step")
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == 2
+    assert [(t.number, t.state) for t in trials if t.state != TrialState.COMPLETE] == [
+        (1, TrialState.FAIL)]
+    assert trials[1].user_attrs["result"]["status"] == "interrupted"
+    assert [t.number for t in trials if t.user_attrs.get("baseline")] == [0]
+    assert [t.number for t in trials if t.user_attrs.get("config") == base.user_attrs["config"]
+            and "duplicate_of" not in t.user_attrs] == [0]  # the baseline is not measured again
+    ok = [t for t in complete if t.user_attrs["result"]["status"] == "ok"]
+    fastest = max(ok, key=lambda t: t.value or 0.0)
+    best = yaml.safe_load((out / "best.yaml").read_text())
+    assert best["measurement"]["trial"] == fastest.number
+    assert best["throughput"]["value"] == pytest.approx(fastest.value, rel=1e-3)
+    assert best["throughput"]["from"] == "the search trial's median window"
+    rows = csv_rows(out / "trials.csv")
+    assert [r["number"] for r in rows] == [str(t.number) for t in trials]
+
+
+@pytest.mark.xfail(reason="BUG: the search display pads the status to 11 characters and "
+                   "'interrupted' is 11 long: an interrupted trial prints as "
+                   "'interruptedbs=32 fp32  stopped by SIGINT'", strict=True)
+def test_interrupted_trial_line_keeps_status_and_config_apart() -> None:
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    display = RichDisplay(console)
+    display.trial_started(1, TrainConfig(batch_size=32), 60.0)
+    display.trial_finished(1, TrialResult(status=Status.INTERRUPTED, reason="stopped by SIGINT"), None)
+    line = console.file.getvalue()
+    assert "stopped by SIGINT" in line
+    assert "interrupted bs=32" in " ".join(line.split()), line
+
+
+# -- atomic outputs ----------------------------------------------------------------------------------------
+
+_DIE_MID_WRITE = """
+import os, signal, sys
+from pathlib import Path
+import autotune.files
+
+real_fdopen = os.fdopen
+
+
+class DiesHalfway:
+    # The temporary file's handle: writes half of the data, then the process is SIGKILLed.
+    def __init__(self, f):
+        self.f = f
+    def __enter__(self):
+        return self
+    def __exit__(self, *exc):
+        return False
+    def write(self, data):
+        self.f.write(data[: len(data) // 2])
+        self.f.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+autotune.files.os.fdopen = lambda fd, mode: DiesHalfway(real_fdopen(fd, mode))
+autotune.files.atomic_write_text(Path(sys.argv[1]), "throughput: 2.0\\n" * 10000)
+"""
+
+
+def test_write_killed_halfway_leaves_the_previous_file(tmp_path: Path) -> None:
+    target = tmp_path / "best.yaml"
+    old = "throughput: 1.0\n"
+    target.write_text(old)
+    proc = subprocess.run([sys.executable, "-c", _DIE_MID_WRITE, str(target)], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    # The half-written data went to a temporary file (left by the killed process), never here.
+    partial = [p for p in tmp_path.iterdir() if p != target]
+    assert partial and all(p.name.startswith(".best.yaml.") for p in partial), partial
+    assert target.read_text() == old
+
+
+def test_failed_write_leaves_the_previous_file_and_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "trials.csv"
+    target.write_text("number,status\n0,ok\n")
+
+    def disk_full(src: Any, dst: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("autotune.files.os.replace", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        atomic_write_text(target, "number,status\n0,ok\n1,oom\n")
+    assert target.read_text() == "number,status\n0,ok\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["trials.csv"]
+
+
+class Tiny(Adapter):
+    batch_size = 8
+
+
+def check_outputs(out: Path, finished: int) -> None:
+    """Every output parses completely and lists every finished trial."""
+    with (out / "trials.csv").open() as f:
+        reader = csv.DictReader(f)
+        assert tuple(reader.fieldnames or ()) == COLUMNS
+        rows = list(reader)
+    assert [r["number"] for r in rows] == [str(n) for n in range(finished)]
+    assert all(r["status"] in {s.value for s in Status} for r in rows), rows
+    doc = yaml.safe_load((out / "best.yaml").read_text())
+    assert rows[doc["measurement"]["trial"]]["status"] == "ok"
+    load_config(out / "best.yaml")
+    png = (out / "throughput.png").read_bytes()
+    assert png.startswith(PNG_SIGNATURE) and png.endswith(PNG_END)
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+class CheckingListener(QuietListener):
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.checked: list[int] = []
+
+    def trial_finished(self, number: int, *args: Any) -> None:
+        check_outputs(self.out, number + 1)
+        self.checked.append(number)
+
+
+def test_outputs_are_complete_after_every_trial_whatever_it_ended_as(tmp_path: Path) -> None:
+    statuses = [Status.OK, Status.OOM, Status.CRASHED, Status.OK, Status.TIMEOUT, Status.NAN]
+
+    def script(call: int, request: TrialRequest) -> TrialResult:
+        if statuses[call] is Status.OK:
+            return ok_by_batch_size(call, request)
+        return TrialResult(status=statuses[call], reason=f"scripted {statuses[call].value}")
+
+    raw = {"num_workers": {"low": 0, "high": 8}, "batch_size": {"factors": [0.5, 1, 2, 4, 8]},
+           "grad_accum": {"choices": [1, 2, 4]}}
+    space = parse_space(raw, source="durable.yaml", adapter=Tiny, device_type="cpu", cpus=8)
+    out = tmp_path / "out"
+    settings = SearchSettings(adapter=Path("tests/adapters/tiny.py"), space_source="durable.yaml",
+                              device="cpu", out=out, storage=str(tmp_path / "study.db"),
+                              study_name="durable", trials=len(statuses), seed=0, confirm=0)
+    listener = CheckingListener(out)
+    runner = FakeRunner(script)
+    Search(settings, space, Tiny, runner=runner, listener=listener).run()
+    assert len(runner.requests) == len(statuses)  # every scripted outcome happened
+    assert listener.checked == list(range(len(statuses)))
+
+
+# -- two searches sharing one study ------------------------------------------------------------------------
+
+
+def check_snapshot(out: Path) -> int:
+    """Parse whatever outputs exist right now; a half-written file fails. Returns files read."""
+    read = 0
+    if (out / "trials.csv").exists():
+        with (out / "trials.csv").open() as f:
+            reader = csv.DictReader(f)
+            assert tuple(reader.fieldnames or ()) == COLUMNS
+            assert all(r["number"].isdigit() for r in reader)
+        read += 1
+    if (out / "best.yaml").exists():
+        assert "config" in yaml.safe_load((out / "best.yaml").read_text())
+        read += 1
+    if (out / "throughput.png").exists():
+        png = (out / "throughput.png").read_bytes()
+        assert png.startswith(PNG_SIGNATURE) and png.endswith(PNG_END)
+        read += 1
+    return read
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads processes from /proc")
+def test_two_searches_share_a_journal_study(tmp_path: Path) -> None:
+    space = tmp_path / "space.yaml"
+    space.write_text("batch_size: {factors: [1, 2, 4]}\n")
+    journal = tmp_path / "study.log"
+    tag = f"shared-{uuid.uuid4().hex}"
+    env = {**os.environ, TAG_ENV: tag, "OMP_NUM_THREADS": "1"}
+    outs = [tmp_path / "a", tmp_path / "b"]
+    procs: list[subprocess.Popen[bytes]] = []
+    logs: list[IO[str]] = []
+    try:
+        for i, out in enumerate(outs):
+            logs.append((tmp_path / f"{out.name}.txt").open("w"))
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "autotune", "search", "--adapter",
+                 str(TEST_ADAPTERS / "tiny.py"), "--device", "cpu", "--space", str(space),
+                 "--trials", "3", "--storage", str(journal), "--study-name", "shared",
+                 "--out", str(out), "--measure-seconds", "1", "--confirm", "0", "--seed", str(i)],
+                cwd=REPO_ROOT, env=env, stdout=logs[-1], stderr=subprocess.STDOUT,
+            ))
+        # While they run, every output either process has written must parse completely.
+        snapshots = 0
+        deadline = time.monotonic() + 240
+        while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            snapshots += sum(check_snapshot(out) for out in outs)
+            time.sleep(0.05)
+        codes = [p.wait(timeout=10) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for log in logs:
+            log.close()
+        left = leftovers([], tag)
+        kill_all([], tag)
+    output = "\n".join((tmp_path / f"{out.name}.txt").read_text() for out in outs)
+    assert codes == [0, 0], output
+    assert snapshots > 0, "no output was read while the searches ran: proves nothing"
+    assert left == {}, left
+
+    study = optuna.load_study(study_name="shared",
+                              storage=JournalStorage(JournalFileBackend(str(journal))))
+    trials = study.get_trials()
+    numbers = [t.number for t in trials]
+    assert len(numbers) == len(set(numbers)) == numbers[-1] + 1  # each trial recorded once
+    assert len({t._trial_id for t in trials}) == len(trials)
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(complete) >= 3
+    assert not [t.number for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    assert all(t.user_attrs["result"]["status"] in {s.value for s in Status} for t in complete)
+    owners = {t.user_attrs["owner"]["pid"] for t in trials}
+    assert owners == {p.pid for p in procs}, "both processes should have run trials"
+    for out in outs:
+        assert check_snapshot(out) == 3
+        listed = [int(r["number"]) for r in csv_rows(out / "trials.csv")]
+        assert len(listed) == len(set(listed))
