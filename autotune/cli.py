@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -28,12 +29,24 @@ def _positive(kind: type) -> object:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
         if value <= 0:
             raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
         return value
 
     parse.__name__ = kind.__name__
     return parse
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 0 <= value < 2**32:  # numpy's and Optuna's seed range
+        raise argparse.ArgumentTypeError(f"must be between 0 and 2**32 - 1, got {text}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "processes may share (default: OUT/study.db)")
     search.add_argument("--out", type=Path, default=None,
                         help="output folder (default: results/STUDY_NAME)")
-    search.add_argument("--seed", type=int, default=None, help="sampler seed")
+    search.add_argument("--seed", type=_seed, default=None, help="sampler seed (0 to 2**32 - 1)")
     search.add_argument("--measure-seconds", type=_positive(float), default=20.0,
                         help="seconds of timed windows per trial after warm-up: measuring stops "
                         "there even if the windows disagree (3 windows are always timed; "

@@ -195,6 +195,8 @@ def load_config(path: str | Path) -> TrainConfig:
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text())
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text; save the config as UTF-8 YAML") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read the config ({exc.strerror})") from None
     except yaml.YAMLError as exc:

@@ -129,7 +129,7 @@ class RichDisplay:
             self.best = (winner.trial.number, winner.throughput)
         status = result.status
         line = Text(f"#{number:<3} ")
-        line.append(f"{status.value:<11}", style=_STYLE.get(status, ""))
+        line.append(f"{status.value:<12}", style=_STYLE.get(status, ""))  # "interrupted" + 1
         config = self.config_text
         if status is Status.OK:
             speed = f" {result.throughput / baseline:.2f}x" if baseline and result.throughput else ""

@@ -166,6 +166,7 @@ def measure(
     s = settings
     start = clock()
     compute_times: list[float] = []
+    wall_times: list[float] = []
     settled = False
     drained = 0  # batches consumed since step times settled
     steps = 0
@@ -173,7 +174,8 @@ def measure(
         t0 = clock()
         result = step()
         sync()
-        compute_times.append(clock() - t0 - result.data_wait)
+        wall_times.append(clock() - t0)
+        compute_times.append(wall_times[-1] - result.data_wait)
         steps += 1
         if settled:
             drained += s.grad_accum
@@ -190,7 +192,10 @@ def measure(
     # At least 3 rounds of all workers: an input-bound loader delivers whole batches in bursts,
     # and a shorter window reads noise (design rule; 2x spread seen with 15 workers, 10 steps).
     rounds = max(s.min_window_steps, math.ceil(3 * s.num_workers / s.grad_accum))
-    per_window = max(rounds, math.ceil(s.window_seconds / max(steady, 1e-9)))
+    # Size windows by wall time per step (data wait included): an input-bound step sized by its
+    # compute time alone would run into the 2x cap every window.
+    wall = statistics.median(wall_times[-2:])
+    per_window = max(rounds, math.ceil(s.window_seconds / max(wall, 1e-9)))
     windows: list[Window] = []
     converged = False
     timed_start = clock()

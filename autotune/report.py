@@ -12,7 +12,6 @@ import dataclasses
 import datetime
 import io
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml

@@ -107,8 +107,10 @@ class SubprocessRunner:
                 kill_group(proc, self.grace_seconds if outcome is not None else 0.0)
             events.poll()
         duration = time.monotonic() - start
-        return _read_result(trial_dir, proc.returncode, outcome, duration, timeout,
-                            self._stop_reason, windows=events.windows)
+        result = _read_result(trial_dir, proc.returncode, outcome, duration, timeout,
+                              self._stop_reason, windows=events.windows)
+        result.save(trial_dir / "result.json")  # every trial folder holds its outcome
+        return result
 
 
 def _child_env(request: TrialRequest) -> dict[str, str]:

@@ -26,6 +26,9 @@ def load_study(out: Path) -> optuna.Study:
         info = yaml.safe_load(pointer.read_text())
     except OSError:
         raise InputError(f"{pointer}: not found; pass the --out folder of an autotune search") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise InputError(f"{pointer}: not valid YAML ({exc}); the search rewrites it on its next "
+                         "run") from None
     if not isinstance(info, dict) or not {"study_name", "storage"} <= set(info):
         raise InputError(f"{pointer}: expected keys study_name and storage")
     try:

@@ -156,9 +156,14 @@ def _diagnose(step: Any, m: Any, prefetch_batches: int) -> dict[str, Any]:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = text[0] if text else ""
-    return f"{type(exc).__name__}: {first}"[:300]
+    """Type and message on one line. A multi-line message keeps its last line too: a DataLoader
+    worker's exception arrives as "Caught ValueError in DataLoader worker process 0." with the
+    original error ("ValueError: bad sample 3") on the last line."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    if len(lines) > 1:
+        text += f" ... {lines[-1]}"
+    return f"{type(exc).__name__}: {text}"[:300]
 
 
 def _memory(device: Any) -> dict[str, float | None]:

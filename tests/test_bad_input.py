@@ -91,9 +91,6 @@ def test_study_pointer_yaml_does_not_run_code(tmp_path: Path) -> None:
     assert not marker.exists(), "the YAML tag ran a command"
 
 
-@pytest.mark.xfail(reason="BUG: `autotune show DIR` with a study.yaml that is not valid YAML dies "
-                   "with a yaml ConstructorError/ScannerError traceback instead of a message "
-                   "naming the file", strict=True)
 def test_show_with_invalid_study_yaml_names_the_file(tmp_path: Path) -> None:
     (tmp_path / "study.yaml").write_text("study_name: [unclosed\n")
     proc = run_autotune("show", tmp_path)
@@ -102,9 +99,6 @@ def test_show_with_invalid_study_yaml_names_the_file(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr, failure(proc)
 
 
-@pytest.mark.xfail(reason="BUG: a --space file that is not UTF-8 text dies with a "
-                   "UnicodeDecodeError traceback (load_space catches only OSError and YAMLError)",
-                   strict=True)
 def test_space_file_not_text_exits_1_with_a_message(tmp_path: Path) -> None:
     space = tmp_path / "latin1.yaml"
     space.write_bytes(b"# caf\xe9\nnum_workers: {choices: [0, 1]}\n")
@@ -133,18 +127,12 @@ def test_flag_out_of_range_exits_1_before_any_trial(tmp_path: Path, case: str) -
     assert not (out / "study.db").exists()
 
 
-@pytest.mark.xfail(reason="BUG: --seed -1 passes the CLI and dies in numpy with 'ValueError: Seed "
-                   "must be between 0 and 2**32 - 1' and a traceback", strict=True)
 def test_negative_seed_exits_1_with_a_message(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = search(tmp_path, "--seed", "-1", out=out)
     assert_refused(proc, out, "--seed")
 
 
-@pytest.mark.xfail(reason="BUG: float flags accept nan: --tolerance nan dies in MeasureSettings with "
-                   "a traceback; --trial-timeout nan is accepted and disables the trial time limit "
-                   "(elapsed > nan is never true), so a hung trial would never be killed",
-                   strict=True)
 @pytest.mark.parametrize("flag", ["--tolerance", "--trial-timeout"])
 def test_nan_flag_exits_1_naming_it(tmp_path: Path, flag: str) -> None:
     out = tmp_path / "out"

@@ -286,11 +286,6 @@ def test_fault_leaves_no_process_behind(fault_runs: dict[str, FaultRun], name: s
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="BUG: an exception raised in a DataLoader worker is recorded as 'ValueError: Caught "
-    "ValueError in DataLoader worker process 0.' -- the original message is only in log.txt",
-    strict=True,
-)
 def test_worker_exception_reason_keeps_the_original_message(fault_runs: dict[str, FaultRun]) -> None:
     run = fault_runs["worker-error"]
     result = load_trials(run)[1].user_attrs["result"]
@@ -299,11 +294,6 @@ def test_worker_exception_reason_keeps_the_original_message(fault_runs: dict[str
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="BUG: trials that crash or time out get no trials/<n>/result.json (README: each "
-    "trial folder holds result.json, the outcome); their outcome is only in the study",
-    strict=True,
-)
 @pytest.mark.parametrize("name", ["segfault", "hang-step"])
 def test_every_trial_folder_holds_its_outcome(fault_runs: dict[str, FaultRun], name: str) -> None:
     run = fault_runs[name]

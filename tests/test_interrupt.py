@@ -213,9 +213,6 @@ def test_signal_stops_the_running_trial_and_the_same_command_resumes(
     assert [r["number"] for r in rows] == [str(t.number) for t in trials]
 
 
-@pytest.mark.xfail(reason="BUG: the search display pads the status to 11 characters and "
-                   "'interrupted' is 11 long: an interrupted trial prints as "
-                   "'interruptedbs=32 fp32  stopped by SIGINT'", strict=True)
 def test_interrupted_trial_line_keeps_status_and_config_apart() -> None:
     console = Console(file=io.StringIO(), width=200, color_system=None)
     display = RichDisplay(console)
