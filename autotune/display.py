@@ -136,8 +136,9 @@ class RichDisplay:
             conv = "" if result.converged else " (not converged)"
             compile_s = f", compile {result.compile_seconds:.0f} s" if result.compile_seconds and \
                 result.compile_seconds >= 1 else ""
-            line.append(f"{human(result.throughput):>7} {result.unit}/s{speed}{conv}  {config}"
-                        f"  [{result.duration_seconds or 0:.0f} s{compile_s}]")
+            cost = f"({result.reason})" if result.reason else \
+                f"[{result.duration_seconds or 0:.0f} s{compile_s}]"
+            line.append(f"{human(result.throughput):>7} {result.unit}/s{speed}{conv}  {config}  {cost}")
         else:
             line.append(f"{config}  {result.reason}")
         self.current = ""

@@ -257,6 +257,8 @@ class Search:
             result = trial_result(duplicate)
             assert result is not None  # _measured_before only returns told trials
             trial.set_user_attr("duplicate_of", duplicate.number)
+            note = f"same config as trial {duplicate.number}: not re-run" + (
+                f" ({result.reason})" if result.reason else "")
         else:
             request = TrialRequest(
                 adapter=str(s.adapter), config=config, device=s.device,
@@ -276,6 +278,8 @@ class Search:
             verdict = (result.extra.get("diagnosis") or {}).get("verdict")
             enqueue(self.study, self.space, follow_ups(self.space, config, verdict))
         winner = write_outputs(self.study, s)
+        if duplicate is not None:
+            result = result.replace(reason=note)  # for the display only; the study keeps the copy
         self.listener.trial_finished(trial.number, result, winner)
 
     def _tell(self, trial: optuna.Trial, result: TrialResult, *, budget_cut: bool) -> None:

@@ -1,9 +1,14 @@
-"""Shared by the tests: the checkout's paths, the CLI as a subprocess, a scripted fake runner."""
+"""Shared by the tests: the checkout's paths, the CLI as a subprocess, a scripted fake runner,
+a fake clock, CSV rows, and the processes a search leaves behind."""
 
 from __future__ import annotations
 
+import csv
+import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -55,3 +60,79 @@ class FakeRunner:
         self.requests.append(request)
         self.timeouts.append(timeout)
         return self.script(len(self.requests) - 1, request)
+
+
+class FakeClock:
+    """A clock that stands still until a test moves `now`."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def csv_rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+# -- processes ------------------------------------------------------------------------------------------
+
+PID_DIR_ENV = "AUTOTUNE_TEST_PID_DIR"
+"""The test adapters record each pid as an empty file "<kind>-<pid>" in this folder (when set)."""
+TAG_ENV = "AUTOTUNE_TEST_TAG"
+"""Set in each search's environment: every process it starts inherits it, so /proc finds them."""
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter in /proc/PID/stat (R, S, D, Z, ...), or None when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def recorded_pids(folder: Path, kind: str | None = None) -> list[int]:
+    """The pids recorded in `folder` as "<kind>-<pid>" files, sorted; every kind when None."""
+    pattern = f"{kind}-*" if kind else "*-*"
+    return sorted({int(p.name.split("-", 1)[1]) for p in folder.glob(pattern)})
+
+
+def tagged_pids(tag: str) -> list[int]:
+    """Live processes whose environment holds TAG_ENV=tag (zombies have an empty environ)."""
+    wanted = f"{TAG_ENV}={tag}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if wanted in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def leftovers(pids: list[int], tag: str, wait: float = 5.0) -> dict[int, str | None]:
+    """The processes (recorded or tagged) not gone within `wait` seconds, with their states;
+    brief zombies that init reaps meanwhile are fine, a lasting one is a leak."""
+    deadline = time.monotonic() + wait
+    while True:
+        left = {p: process_state(p) for p in {*pids, *tagged_pids(tag)}}
+        left = {p: s for p, s in left.items() if s is not None}
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+def kill_all(pids: list[int], tag: str | None = None) -> None:
+    """Cleanup after a failed test: never leave a hung process (listed, or tagged) on the machine."""
+    for pid in {*pids, *(tagged_pids(tag) if tag is not None else ())}:
+        if process_state(pid) not in (None, "Z", "X"):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

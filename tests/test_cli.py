@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import shutil
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import optuna
 import pytest
 import yaml
 from broken_adapters import BROKEN
-from helpers import TEST_ADAPTERS, run_autotune
+from helpers import TEST_ADAPTERS, csv_rows, run_autotune
 from optuna.trial import TrialState
 
 from autotune import TrainConfig, load_adapter, load_config
@@ -36,11 +35,6 @@ def failure(proc: subprocess.CompletedProcess[str]) -> str:
 def load(out: Path, study_name: str) -> optuna.Study:
     storage = f"sqlite:///{(out / 'study.db').resolve()}"
     return optuna.load_study(study_name=study_name, storage=storage)
-
-
-def csv_rows(path: Path) -> list[dict[str, str]]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
 
 
 # -- usage errors ---------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import TEST_ADAPTERS
+from helpers import TEST_ADAPTERS, FakeClock
 
 from autotune import MeasureSettings, TrainConfig, load_adapter
 from autotune.compose import TrainStep
@@ -147,14 +147,6 @@ def test_diagnosis_to_dict_is_json() -> None:
 
 
 # -- loader_rate / compute_rate / diagnose on a scripted step with an injected clock ------------------
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Unit:

@@ -9,11 +9,9 @@ processes, started together to keep the wall time down on a small machine.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,15 +23,22 @@ from typing import IO
 import optuna
 import pytest
 import yaml
-from helpers import REPO_ROOT, TEST_ADAPTERS, run_autotune
+from helpers import (
+    PID_DIR_ENV,
+    REPO_ROOT,
+    TAG_ENV,
+    TEST_ADAPTERS,
+    csv_rows,
+    kill_all,
+    leftovers,
+    recorded_pids,
+    run_autotune,
+)
 from optuna.trial import TrialState
 
 from autotune import load_config
 
 FAULT_ADAPTERS = TEST_ADAPTERS / "faults"
-PID_DIR_ENV = "AUTOTUNE_TEST_PID_DIR"
-TAG_ENV = "AUTOTUNE_TEST_TAG"
-"""Set in each search's environment: every process it starts inherits it, so /proc finds them."""
 
 # Trial 0 is the baseline (batch 8, no workers); with --seed 0, trial 1 samples the other value
 # (checked by each test, so a sampler change fails loudly instead of proving nothing).
@@ -91,57 +96,6 @@ class FaultRun:
 
 
 # -- processes ------------------------------------------------------------------------------------------
-
-
-def process_state(pid: int) -> str | None:
-    """The state letter in /proc/PID/stat (R, S, D, Z, ...), or None when there is no such process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return stat.rsplit(")", 1)[1].split()[0]
-
-
-def recorded_pids(folder: Path, kind: str) -> list[int]:
-    return sorted(int(p.name.split("-", 1)[1]) for p in folder.glob(f"{kind}-*"))
-
-
-def tagged_pids(tag: str) -> list[int]:
-    """Live processes whose environment holds TAG_ENV=tag (zombies have an empty environ)."""
-    wanted = f"{TAG_ENV}={tag}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if wanted in environ.split(b"\0"):
-            found.append(int(entry.name))
-    return found
-
-
-def leftovers(pids: list[int], tag: str, wait: float = 5.0) -> dict[int, str | None]:
-    """The processes (recorded or tagged) not gone within `wait` seconds; brief zombies that
-    init reaps meanwhile are fine, a lasting one is a leak."""
-    deadline = time.monotonic() + wait
-    while True:
-        left = {p: process_state(p) for p in {*pids, *tagged_pids(tag)}}
-        left = {p: s for p, s in left.items() if s is not None}
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.1)
-
-
-def kill_all(pids: list[int], tag: str) -> None:
-    """Cleanup after a failed test: never leave a hung process on the machine."""
-    for pid in {*pids, *tagged_pids(tag)}:
-        if process_state(pid) not in (None, "Z", "X"):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def all_recorded(pid_dir: Path) -> list[int]:
@@ -209,11 +163,6 @@ def fault_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, F
 def load_trials(run: FaultRun) -> list[optuna.trial.FrozenTrial]:
     storage = f"sqlite:///{(run.out / 'study.db').resolve()}"
     return optuna.load_study(study_name=run.fault.adapter.stem, storage=storage).get_trials()
-
-
-def csv_rows(path: Path) -> list[dict[str, str]]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
 
 
 def describe(run: FaultRun) -> str:

@@ -17,7 +17,18 @@ from typing import IO, Any
 import optuna
 import pytest
 import yaml
-from helpers import REPO_ROOT, TEST_ADAPTERS, FakeRunner, ok_by_batch_size
+from helpers import (
+    PID_DIR_ENV,
+    REPO_ROOT,
+    TAG_ENV,
+    TEST_ADAPTERS,
+    FakeRunner,
+    csv_rows,
+    kill_all,
+    leftovers,
+    ok_by_batch_size,
+    recorded_pids,
+)
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
@@ -33,10 +44,7 @@ from autotune.space import parse_space
 from autotune.worker import TrialRequest
 
 SLOW_ADAPTER = TEST_ADAPTERS / "faults" / "slow_step.py"
-PID_DIR_ENV = "AUTOTUNE_TEST_PID_DIR"
 SLEEP_ENV = "AUTOTUNE_TEST_STEP_SLEEP"
-TAG_ENV = "AUTOTUNE_TEST_TAG"
-"""Set in each search's environment: every process it starts inherits it, so /proc finds them."""
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PNG_END = b"IEND\xaeB`\x82"  # the last chunk of every complete PNG
 
@@ -44,64 +52,6 @@ PNG_END = b"IEND\xaeB`\x82"  # the last chunk of every complete PNG
 @pytest.fixture(autouse=True)
 def _quiet_optuna() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-
-# -- processes ------------------------------------------------------------------------------------------
-
-
-def process_state(pid: int) -> str | None:
-    """The state letter in /proc/PID/stat (R, S, D, Z, ...), or None when there is no such process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return stat.rsplit(")", 1)[1].split()[0]
-
-
-def recorded_pids(folder: Path, kind: str | None = None) -> list[int]:
-    pattern = f"{kind}-*" if kind else "*-*"
-    return sorted({int(p.name.split("-", 1)[1]) for p in folder.glob(pattern)})
-
-
-def tagged_pids(tag: str) -> list[int]:
-    """Live processes whose environment holds TAG_ENV=tag (zombies have an empty environ)."""
-    wanted = f"{TAG_ENV}={tag}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if wanted in environ.split(b"\0"):
-            found.append(int(entry.name))
-    return found
-
-
-def leftovers(pids: list[int], tag: str, wait: float = 5.0) -> dict[int, str | None]:
-    """The processes (recorded or tagged) not gone within `wait` seconds, with their states."""
-    deadline = time.monotonic() + wait
-    while True:
-        left = {p: process_state(p) for p in {*pids, *tagged_pids(tag)}}
-        left = {p: s for p, s in left.items() if s is not None}
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.1)
-
-
-def kill_all(pids: list[int], tag: str) -> None:
-    for pid in {*pids, *tagged_pids(tag)}:
-        if process_state(pid) not in (None, "Z", "X"):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
-def csv_rows(path: Path) -> list[dict[str, str]]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
 
 
 # -- Ctrl-C and SIGTERM, then resume ---------------------------------------------------------------------

@@ -9,6 +9,7 @@ import math
 from collections.abc import Callable
 
 import pytest
+from helpers import FakeClock
 
 from autotune import MeasureSettings, measure
 from autotune.measure import Measurement, NonFiniteLoss, StepResult, Window, relative_spread
@@ -17,14 +18,6 @@ FAST = 1 / 64
 SLOW = 1 / 32
 COMPILE = 4.0
 ITEMS = 8
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class FakeStep:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -12,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import PID_DIR_ENV, kill_all, process_state, recorded_pids
 
 from autotune import MeasureSettings, Status, TrainConfig, TrialResult
 from autotune.runner import InProcessRunner, SubprocessRunner
@@ -147,19 +146,6 @@ def test_in_process_runner_broken_adapter_is_an_error(tmp_path: Path) -> None:
 # -- real child processes -----------------------------------------------------------------------------
 
 
-def _process_state(pid: int) -> str | None:
-    """The state letter in /proc/PID/stat (R, S, D, Z, ...), or None when there is no such process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return stat.rsplit(")", 1)[1].split()[0]
-
-
-def _recorded_pids(folder: Path, kind: str) -> list[int]:
-    return sorted(int(p.name.split("-", 1)[1]) for p in folder.glob(f"{kind}-*"))
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
 def test_timeout_kills_the_trial_and_its_dataloader_workers(
@@ -167,7 +153,7 @@ def test_timeout_kills_the_trial_and_its_dataloader_workers(
 ) -> None:
     pid_dir = tmp_path / "pids"
     pid_dir.mkdir()
-    monkeypatch.setenv("AUTOTUNE_TEST_PID_DIR", str(pid_dir))
+    monkeypatch.setenv(PID_DIR_ENV, str(pid_dir))
     runner = SubprocessRunner(grace_seconds=2.0)
     request = request_for(test_adapters / "hang_worker.py", TrainConfig(batch_size=4, num_workers=2))
     timeout = 12.0
@@ -175,8 +161,8 @@ def test_timeout_kills_the_trial_and_its_dataloader_workers(
     try:
         result = runner.run(request, tmp_path / "trial", timeout=timeout)
         elapsed = time.monotonic() - start
-        main = _recorded_pids(pid_dir, "main")
-        workers = _recorded_pids(pid_dir, "worker")
+        main = recorded_pids(pid_dir, "main")
+        workers = recorded_pids(pid_dir, "worker")
         # The trial got as far as hanging in both workers (else this test would prove nothing).
         assert len(main) == 1, (main, (tmp_path / "trial" / "log.txt").read_text())
         assert len(workers) == 2, workers
@@ -185,19 +171,17 @@ def test_timeout_kills_the_trial_and_its_dataloader_workers(
         assert "12 s" in result.reason
         assert timeout <= elapsed < timeout + runner.grace_seconds + 5
         # Dead when `run` returns: no process of the trial is still running...
-        states = {pid: _process_state(pid) for pid in main + workers}
+        states = {pid: process_state(pid) for pid in main + workers}
         assert all(s in (None, "Z", "X") for s in states.values()), states
         # ...and reaped soon after (orphaned workers are reaped by init; a lasting zombie is a leak).
         deadline = time.monotonic() + 5
-        while any(_process_state(p) is not None for p in main + workers) and time.monotonic() < deadline:
+        while any(process_state(p) is not None for p in main + workers) and time.monotonic() < deadline:
             time.sleep(0.1)
-        states = {pid: _process_state(pid) for pid in main + workers}
+        states = {pid: process_state(pid) for pid in main + workers}
         assert all(s is None for s in states.values()), states
     finally:
         # Do not leave hung processes behind if the runner failed to kill them.
-        for pid in _recorded_pids(pid_dir, "main") + _recorded_pids(pid_dir, "worker"):
-            if _process_state(pid) not in (None, "Z", "X"):
-                os.kill(pid, signal.SIGKILL)
+        kill_all(recorded_pids(pid_dir, "main") + recorded_pids(pid_dir, "worker"))
 
 
 _SEARCH_STANDIN = """
@@ -219,7 +203,7 @@ def test_killed_search_leaves_no_trial_process_behind(
 ) -> None:
     pid_dir = tmp_path / "pids"
     pid_dir.mkdir()
-    monkeypatch.setenv("AUTOTUNE_TEST_PID_DIR", str(pid_dir))
+    monkeypatch.setenv(PID_DIR_ENV, str(pid_dir))
     monkeypatch.setenv("PYTHONPATH", str(repo_root))
     search = subprocess.Popen(
         [sys.executable, "-c", _SEARCH_STANDIN, str(test_adapters / "hang_worker.py"),
@@ -227,26 +211,24 @@ def test_killed_search_leaves_no_trial_process_behind(
     )
     try:
         deadline = time.monotonic() + 60
-        while len(_recorded_pids(pid_dir, "worker")) < 2 and time.monotonic() < deadline:
+        while len(recorded_pids(pid_dir, "worker")) < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert len(_recorded_pids(pid_dir, "worker")) == 2, "the trial never reached its workers"
+        assert len(recorded_pids(pid_dir, "worker")) == 2, "the trial never reached its workers"
         search.kill()  # what `kill -9` or the kernel's OOM killer does to the search
         search.wait()
-        trial = _recorded_pids(pid_dir, "main") + _recorded_pids(pid_dir, "worker")
+        trial = recorded_pids(pid_dir, "main") + recorded_pids(pid_dir, "worker")
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and any(
-            _process_state(p) not in (None, "Z", "X") for p in trial
+            process_state(p) not in (None, "Z", "X") for p in trial
         ):
             time.sleep(0.2)
-        states = {pid: _process_state(pid) for pid in trial}
+        states = {pid: process_state(pid) for pid in trial}
         assert all(s in (None, "Z", "X") for s in states.values()), states
     finally:
         if search.poll() is None:
             search.kill()
             search.wait()
-        for pid in _recorded_pids(pid_dir, "main") + _recorded_pids(pid_dir, "worker"):
-            if _process_state(pid) not in (None, "Z", "X"):
-                os.kill(pid, signal.SIGKILL)
+        kill_all(recorded_pids(pid_dir, "main") + recorded_pids(pid_dir, "worker"))
 
 
 @pytest.mark.slow

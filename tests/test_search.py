@@ -3,7 +3,6 @@ one real study. No trial subprocess is started here (the CLI tests do that)."""
 
 from __future__ import annotations
 
-import csv
 import os
 import signal
 import socket
@@ -14,7 +13,7 @@ from typing import Any
 
 import optuna
 import pytest
-from helpers import FakeRunner, ok_by_batch_size
+from helpers import FakeRunner, csv_rows, ok_by_batch_size
 from optuna.trial import TrialState
 
 from autotune import Adapter, InputError, MeasureSettings, Status, TrainConfig, TrialResult, load_config
@@ -83,11 +82,6 @@ def search(
 def trials_of(tmp_path: Path) -> list[optuna.trial.FrozenTrial]:
     study = optuna.load_study(study_name="test", storage=f"sqlite:///{tmp_path / 'study.db'}")
     return study.get_trials()
-
-
-def csv_rows(path: Path) -> list[dict[str, str]]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
 
 
 @pytest.fixture(autouse=True)
