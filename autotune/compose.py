@@ -17,11 +17,25 @@ from autotune.features.dataloader import apply_dataloader, to_device
 from autotune.lifetime import die_with_parent
 from autotune.measure import StepResult
 
-__all__ = ["CUDAGRAPH_MODES", "TrainStep", "compose"]
+__all__ = ["CUDAGRAPH_MODES", "TrainStep", "compose", "known_incompatible"]
 
 # Modes whose compiled graphs are replayed as CUDA graphs: their outputs live in static buffers
 # that the next replay overwrites, so each iteration must be marked (torch.compiler docs).
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+def known_incompatible(config: TrainConfig, device_type: str) -> str | None:
+    """Why `config` cannot run on `device_type`, for combinations known to fail, else None.
+
+    CUDA graphs with gradient accumulation: the first micro-batch's gradients alias the graph's
+    static output buffers, which the next replay overwrites; PyTorch stops with "accessing tensor
+    output of CUDAGraphs that has been overwritten by a subsequent run" (seen on an H200 with
+    torch 2.11 for GPT with reduce-overhead at accumulation 16 and ResNet at accumulation 2).
+    """
+    if device_type == "cuda" and config.compile in CUDAGRAPH_MODES and config.grad_accum > 1:
+        return (f"compile={config.compile} replays CUDA graphs, which PyTorch cannot combine with "
+                f"grad_accum={config.grad_accum} (graph outputs are overwritten between micro-batches)")
+    return None
 
 
 class TrainStep:

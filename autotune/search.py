@@ -24,6 +24,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.adapter import Adapter
+from autotune.compose import known_incompatible
 from autotune.config import TrainConfig
 from autotune.errors import InputError
 from autotune.measure import MeasureSettings
@@ -253,7 +254,11 @@ class Search:
         self.listener.trial_started(trial.number, config, limit)
 
         duplicate = self._measured_before(config)
-        if duplicate is not None:
+        impossible = known_incompatible(config, s.device)
+        if impossible is not None:
+            # Never launched; told as infeasible so the sampler learns the combination.
+            result = TrialResult(status=Status.ERROR, reason=f"not run: {impossible}")
+        elif duplicate is not None:
             result = trial_result(duplicate)
             assert result is not None  # _measured_before only returns told trials
             trial.set_user_attr("duplicate_of", duplicate.number)
@@ -278,7 +283,7 @@ class Search:
             verdict = (result.extra.get("diagnosis") or {}).get("verdict")
             enqueue(self.study, self.space, follow_ups(self.space, config, verdict))
         winner = write_outputs(self.study, s)
-        if duplicate is not None:
+        if duplicate is not None and impossible is None:
             result = result.replace(reason=note)  # for the display only; the study keeps the copy
         self.listener.trial_finished(trial.number, result, winner)
 

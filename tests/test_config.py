@@ -242,3 +242,14 @@ def test_wrap_model_checkpoints_blocks() -> None:
     x = torch.randn(3, 4, requires_grad=True)
     wrapped(x).sum().backward()
     assert x.grad is not None
+
+
+def test_known_incompatible_only_refuses_cuda_graphs_with_accumulation() -> None:
+    from autotune.compose import known_incompatible
+
+    graphs = TrainConfig(batch_size=8, grad_accum=2, compile="reduce-overhead")
+    assert "grad_accum=2" in (known_incompatible(graphs, "cuda") or "")
+    assert known_incompatible(graphs, "cpu") is None  # no CUDA graphs on a CPU
+    assert known_incompatible(graphs.replace(grad_accum=1), "cuda") is None
+    assert known_incompatible(graphs.replace(compile="default"), "cuda") is None
+    assert known_incompatible(graphs.replace(compile="max-autotune"), "cuda") is not None

@@ -351,3 +351,26 @@ def test_study_of_another_device_is_refused(tmp_path: Path) -> None:
            listener=QuietListener()).run()
     with pytest.raises(InputError, match="cuda"):
         search(tmp_path, LARGE, trials=2, device="cpu")
+
+
+def test_cuda_graphs_with_accumulation_are_recorded_but_never_launched(tmp_path: Path) -> None:
+    # Graph replay with gradient accumulation: PyTorch overwrites the first micro-batch's
+    # gradients between replays, so the search must refuse it without starting a process.
+    raw = {"grad_accum": {"choices": [1, 2]}, "compile": {"choices": ["none", "reduce-overhead"]}}
+    cuda_space = parse_space(raw, source="test-space.yaml", adapter=Tiny, device_type="cuda", cpus=8)
+    runner = FakeRunner()
+    Search(settings(tmp_path, trials=8, device="cuda"), cuda_space, Tiny, runner=runner,
+           listener=QuietListener()).run()
+
+    trials = [t for t in trials_of(tmp_path) if "duplicate_of" not in t.user_attrs]
+    refused = [t for t in trials if t.user_attrs["config"]["grad_accum"] > 1
+               and t.user_attrs["config"]["compile"] == "reduce-overhead"]
+    assert refused, "the sampler never proposed accumulation: the test proves nothing"
+    for t in refused:
+        result = t.user_attrs["result"]
+        assert result["status"] == "error"
+        assert result["reason"].startswith("not run: compile=reduce-overhead replays CUDA graphs")
+        assert t.constraints == {"usable": 1.0}
+    launched = [r.config for r in runner.requests]
+    assert any(c.grad_accum > 1 for c in launched)  # accumulation alone still runs
+    assert all(c.grad_accum == 1 or c.compile == "none" for c in launched), launched
