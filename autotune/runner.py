@@ -139,6 +139,38 @@ def kill_group(proc: subprocess.Popen[bytes], grace_seconds: float) -> None:
     # SIGKILL the rest of the group too: DataLoader workers may outlive a dead leader.
     _signal_group(pgid, signal.SIGKILL)
     proc.wait()
+    # SIGKILL is delivered asynchronously: a worker can still be running its last instructions
+    # when killpg returns (seen in CI: a worker in state R after the leader was reaped). Wait
+    # until the group has only zombies left, so no process of the trial runs after we return.
+    _wait_group_dead(pgid, timeout=5.0)
+
+
+def _group_running(pgid: int) -> bool:
+    """Whether any process of group `pgid` is still alive (zombies do not count)."""
+    proc = Path("/proc")
+    if not proc.is_dir():  # no procfs: the group exists while killpg(0) finds a member
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        # After the command name: state, ppid, pgrp (proc(5)).
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+def _wait_group_dead(pgid: int, *, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while _group_running(pgid) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

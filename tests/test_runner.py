@@ -13,7 +13,8 @@ import pytest
 from helpers import PID_DIR_ENV, kill_all, process_state, recorded_pids
 
 from autotune import MeasureSettings, Status, TrainConfig, TrialResult
-from autotune.runner import InProcessRunner, SubprocessRunner
+from autotune.runner import (InProcessRunner, SubprocessRunner, _group_running, _wait_group_dead,
+                             kill_group)
 from autotune.worker import TrialRequest
 
 # Short windows: the tests check outcomes, not the precision of the numbers.
@@ -263,3 +264,47 @@ def test_subprocess_with_compile(tmp_path: Path, tiny_adapter: Path) -> None:
     assert result.duration_seconds is not None and result.duration_seconds >= result.warmup_seconds
     assert (trial_dir / "result.json").is_file() and (trial_dir / "log.txt").is_file()
     assert any(e["event"] == "window" for e in events)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_kill_group_returns_only_when_no_member_still_runs(tmp_path: Path) -> None:
+    # A leader with a busy grandchild (like a DataLoader worker spinning in __getitem__).
+    pid_file = tmp_path / "child.pid"
+    code = ("import subprocess, sys, time\n"
+            "c = subprocess.Popen([sys.executable, '-c', 'while True: pass'])\n"
+            f"open({str(pid_file)!r}, 'w').write(str(c.pid))\n"
+            "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not pid_file.is_file() or not pid_file.read_text():
+            assert time.monotonic() < deadline, "the child never started"
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        assert _group_running(proc.pid)
+
+        kill_group(proc, grace_seconds=0.0)
+
+        # Checked at once, no sleep: killpg alone returns before the busy child is dead.
+        assert not _group_running(proc.pid)
+        assert process_state(child) in (None, "Z", "X")
+    finally:
+        kill_all([proc.pid] + ([int(pid_file.read_text())] if pid_file.is_file() and pid_file.read_text() else []))
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_waiting_for_a_group_lasts_until_its_last_member_is_dead() -> None:
+    # Stands in for a worker still finishing after SIGKILL: a member that needs a moment to end.
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.8)"],
+                            start_new_session=True)
+    try:
+        start = time.monotonic()
+        _wait_group_dead(proc.pid, timeout=10.0)
+        assert time.monotonic() - start >= 0.5
+        assert process_state(proc.pid) in ("Z", "X")  # ended, not yet reaped by its parent
+        start = time.monotonic()
+        _wait_group_dead(proc.pid, timeout=10.0)  # nothing left running: returns at once
+        assert time.monotonic() - start < 0.5
+    finally:
+        proc.kill()
+        proc.wait()
