@@ -24,6 +24,8 @@ INPUT_MARGIN = 0.9
 MIN_DATA_WAIT = 0.05
 # On CUDA, kernels filling less of a compute step than this mean launch/host overhead dominates.
 MIN_GPU_BUSY = 0.6
+# CPUs this busy during the timed windows leave nothing for another DataLoader worker to use.
+CPU_SATURATED = 0.9
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -40,6 +42,8 @@ class Diagnosis:
     data_wait_fraction: float
     gpu_busy_fraction: float | None
     """Share of a compute step's wall time with a kernel running (CUDA only)."""
+    cpu_busy_fraction: float | None = None
+    """Share of all CPU time spent working during the timed windows (Linux only)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -53,6 +57,7 @@ def classify(
     compute_rate: float | None,
     gpu_busy_fraction: float | None,
     unit: str,
+    cpu_busy_fraction: float | None = None,
 ) -> Diagnosis:
     from autotune.display import human
 
@@ -60,7 +65,7 @@ def classify(
         return Diagnosis(verdict=verdict, suggestion=suggestion, throughput=throughput,
                          loader_rate=loader_rate, compute_rate=compute_rate,
                          data_wait_fraction=data_wait_fraction,
-                         gpu_busy_fraction=gpu_busy_fraction)
+                         gpu_busy_fraction=gpu_busy_fraction, cpu_busy_fraction=cpu_busy_fraction)
 
     if (
         loader_rate is not None
@@ -68,9 +73,14 @@ def classify(
         and loader_rate < INPUT_MARGIN * compute_rate
         and data_wait_fraction >= MIN_DATA_WAIT
     ):
-        return make("input-bound",
-                    f"the loader delivers {human(loader_rate)} {unit}/s, the model consumes "
-                    f"{human(compute_rate)} {unit}/s: more workers or cheaper transforms")
+        rates = (f"the loader delivers {human(loader_rate)} {unit}/s, the model consumes "
+                 f"{human(compute_rate)} {unit}/s")
+        if cpu_busy_fraction is not None and cpu_busy_fraction >= CPU_SATURATED:
+            return make("input-bound",
+                        f"{rates}, and the CPUs are already {cpu_busy_fraction:.0%} busy: more "
+                        "workers will not help; make the per-sample work cheaper or move it to "
+                        "the GPU")
+        return make("input-bound", f"{rates}: more workers or cheaper transforms")
     if gpu_busy_fraction is not None and gpu_busy_fraction < MIN_GPU_BUSY:
         return make("overhead-bound",
                     f"kernels run only {gpu_busy_fraction:.0%} of a step and data is not the "
@@ -90,14 +100,18 @@ def diagnose(
     prefetch_batches: int,
     seconds: float = 3.0,
     clock: Callable[[], float] = time.perf_counter,
+    cpu_busy_fraction: float | None = None,
 ) -> Diagnosis:
-    """Measure the loader and compute rates of a composed, warmed-up step, then classify."""
+    """Measure the loader and compute rates of a composed, warmed-up step, then classify.
+
+    `cpu_busy_fraction` is how busy the CPUs were while the trial was timed (`hostcpu`).
+    """
     loader = loader_rate(step, prefetch_batches=prefetch_batches, seconds=seconds, clock=clock)
     compute = compute_rate(step, seconds=seconds, clock=clock)
     busy = gpu_busy_fraction(step) if step.device.type == "cuda" else None
     return classify(throughput=throughput, data_wait_fraction=data_wait_fraction,
                     loader_rate=loader, compute_rate=compute, gpu_busy_fraction=busy,
-                    unit=step.adapter.unit)
+                    unit=step.adapter.unit, cpu_busy_fraction=cpu_busy_fraction)
 
 
 def loader_rate(

@@ -157,11 +157,13 @@ def measure(
     settings: MeasureSettings,
     clock: Callable[[], float] = time.perf_counter,
     on_window: Callable[[Window], None] | None = None,
+    on_timed_start: Callable[[], None] | None = None,
 ) -> Measurement:
     """Warm `step` up, then time windows of it until they agree or the budget ends.
 
     `sync` waits for queued device work (torch.cuda.synchronize); `finite` syncs and says whether
-    every loss so far was finite. Raises `NonFiniteLoss` as soon as a check fails.
+    every loss so far was finite. `on_timed_start` is called once, right before the first timed
+    window (after warm-up). Raises `NonFiniteLoss` as soon as a check fails.
     """
     s = settings
     start = clock()
@@ -198,6 +200,8 @@ def measure(
     per_window = max(rounds, math.ceil(s.window_seconds / max(wall, 1e-9)))
     windows: list[Window] = []
     converged = False
+    if on_timed_start is not None:
+        on_timed_start()
     timed_start = clock()
     while True:
         windows.append(_window(step, per_window, sync, clock,

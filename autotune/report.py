@@ -35,7 +35,11 @@ MEASURES = (
     "peak_rss_mb", "duration_seconds",
 )
 COLUMNS = ("number", "state", "status", "baseline", *KNOBS, *MEASURES, "verdict", "loader_rate",
-           "compute_rate", "gpu_busy_fraction", "reason", "log")
+           "compute_rate", "gpu_busy_fraction", "cpu_busy_fraction", "cpu_steal_fraction",
+           "reason", "log")
+# Above this share of CPU time taken by the hypervisor, best.yaml warns that CPU-bound rates
+# will move between runs (steal is time this VM was ready to run and was not allowed to).
+STEAL_WARNING = 0.05
 
 
 def trial_rows(trials: Sequence[FrozenTrial], baseline: float | None) -> list[dict[str, Any]]:
@@ -59,6 +63,9 @@ def trial_rows(trials: Sequence[FrozenTrial], baseline: float | None) -> list[di
         diagnosis = (result.get("extra") or {}).get("diagnosis") or {}
         for key in ("verdict", "loader_rate", "compute_rate", "gpu_busy_fraction"):
             row[key] = diagnosis.get(key)
+        host_cpu = (result.get("extra") or {}).get("host_cpu") or {}
+        row["cpu_busy_fraction"] = host_cpu.get("busy_fraction")
+        row["cpu_steal_fraction"] = host_cpu.get("steal_fraction")
         if "duplicate_of" in t.user_attrs:
             row["reason"] = f"same config as trial {t.user_attrs['duplicate_of']}: not re-run"
         throughput = result.get("throughput") if result.get("status") == "ok" else None
@@ -100,6 +107,7 @@ def best_document(winner: Winner, attrs: dict[str, Any], settings: SearchSetting
             "data_wait_fraction": _round(result.get("data_wait_fraction")),
             "peak_allocated_mb": _round(result.get("peak_allocated_mb")),
             "peak_reserved_mb": _round(result.get("peak_reserved_mb")),
+            **_host_cpu(result),
         },
         "provenance": {
             "device": fp.get("gpu") or f"cpu: {fp.get('cpu_model')}",
@@ -140,6 +148,20 @@ def write_outputs(study: optuna.Study, settings: SearchSettings) -> Winner | Non
     if rows:
         save_plot(plot_data(rows, unit=study.user_attrs.get("unit", "items")), out / "throughput.png")
     return winner
+
+
+def _host_cpu(result: dict[str, Any]) -> dict[str, Any]:
+    """The CPUs' busy and steal shares while the winner was timed, with a warning when the
+    hypervisor took enough to make CPU-bound rates unrepeatable."""
+    usage = (result.get("extra") or {}).get("host_cpu")
+    if not usage:
+        return {}
+    out: dict[str, Any] = {"cpu_busy_fraction": _round(usage["busy_fraction"]),
+                           "cpu_steal_fraction": _round(usage["steal_fraction"])}
+    if usage["steal_fraction"] >= STEAL_WARNING:
+        out["warning"] = (f"the hypervisor took {usage['steal_fraction']:.0%} of the CPUs' time "
+                          "while this was measured: CPU-bound rates vary between runs here")
+    return out
 
 
 def _diagnosis(result: dict[str, Any]) -> dict[str, Any] | None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from autotune.config import TrainConfig
 from autotune.features.allocator import ALLOC_ENV
+from autotune.hostcpu import CpuTimes, cpu_usage, read_cpu_times
 from autotune.lifetime import die_with_parent
 from autotune.measure import MeasureSettings, NonFiniteLoss, Window
 from autotune.result import Status, TrialResult
@@ -120,9 +121,15 @@ def run_trial(request: TrialRequest, events: Path | None = None) -> TrialResult:
         extra["blocks_checkpointed"] = step.blocks_checkpointed
         emit({"event": "composed"})
         settings = settings_for(config, request.measure)
-        m = measure(step, sync=step.sync, finite=step.finite, settings=settings, on_window=on_window)
+        cpu_start: list[CpuTimes | None] = []
+        m = measure(step, sync=step.sync, finite=step.finite, settings=settings,
+                    on_window=on_window, on_timed_start=lambda: cpu_start.append(read_cpu_times()))
+        host_cpu = cpu_usage(cpu_start[0] if cpu_start else None, read_cpu_times())
+        if host_cpu is not None:
+            extra["host_cpu"] = host_cpu
         if request.diagnose:
-            extra.update(_diagnose(step, m, settings.prefetch_batches))
+            extra.update(_diagnose(step, m, settings.prefetch_batches,
+                                   cpu_busy_fraction=(host_cpu or {}).get("busy_fraction")))
         summary = m.summary()
         extra["window_throughputs"] = [w.throughput for w in m.windows]
         extra["settled"] = summary.pop("settled")
@@ -142,13 +149,14 @@ def run_trial(request: TrialRequest, events: Path | None = None) -> TrialResult:
     return result
 
 
-def _diagnose(step: Any, m: Any, prefetch_batches: int) -> dict[str, Any]:
+def _diagnose(step: Any, m: Any, prefetch_batches: int, *,
+              cpu_busy_fraction: float | None) -> dict[str, Any]:
     """The bottleneck diagnosis; a failure here is noted, never turns an ok trial into an error."""
     from autotune.diagnose import diagnose
 
     try:
         d = diagnose(step, throughput=m.throughput, data_wait_fraction=m.data_wait_fraction,
-                     prefetch_batches=prefetch_batches)
+                     prefetch_batches=prefetch_batches, cpu_busy_fraction=cpu_busy_fraction)
     except Exception as exc:  # recorded with its traceback in the log
         traceback.print_exc()
         return {"diagnosis_error": _one_line(exc)}

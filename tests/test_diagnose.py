@@ -51,9 +51,24 @@ def verdict_of(
     compute: float | None = 1000.0,
     wait: float = 0.5,
     busy: float | None = None,
+    cpu: float | None = None,
 ) -> Diagnosis:
     return classify(throughput=90.0, data_wait_fraction=wait, loader_rate=loader,
-                    compute_rate=compute, gpu_busy_fraction=busy, unit="samples")
+                    compute_rate=compute, gpu_busy_fraction=busy, unit="samples",
+                    cpu_busy_fraction=cpu)
+
+
+def test_input_bound_with_every_cpu_busy_does_not_ask_for_more_workers() -> None:
+    # The H100 ResNet winner: 16 workers on 16 CPUs, the loader far slower than the model.
+    saturated = verdict_of(loader=4_420.0, compute=20_600.0, wait=0.81, cpu=0.97)
+    assert saturated.verdict == "input-bound"
+    assert "97% busy" in saturated.suggestion
+    assert "more workers will not help" in saturated.suggestion
+    assert saturated.cpu_busy_fraction == 0.97
+    # With CPU to spare (or unknown), more workers is still the first thing to try.
+    for cpu in (0.5, None):
+        d = verdict_of(loader=4_420.0, compute=20_600.0, wait=0.81, cpu=cpu)
+        assert d.suggestion.endswith("more workers or cheaper transforms"), d.suggestion
 
 
 def test_slow_loader_and_waiting_is_input_bound() -> None:
@@ -142,7 +157,7 @@ def test_diagnosis_to_dict_is_json() -> None:
     data = json.loads(json.dumps(d.to_dict()))
     assert data["verdict"] == "input-bound"
     assert set(data) == {"verdict", "suggestion", "throughput", "loader_rate", "compute_rate",
-                         "data_wait_fraction", "gpu_busy_fraction"}
+                         "data_wait_fraction", "gpu_busy_fraction", "cpu_busy_fraction"}
     assert Diagnosis(**data) == d
 
 

@@ -255,3 +255,17 @@ def test_relative_spread() -> None:
 def test_invalid_settings(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="="):
         MeasureSettings(**bad)  # type: ignore[arg-type]
+
+
+def test_timed_start_hook_runs_once_between_warmup_and_the_first_window() -> None:
+    clock = FakeClock()
+    step = FakeStep(clock, compile_then(FAST))
+    seen: list[tuple[str, int]] = []
+    m = measure(
+        step, sync=step.sync, finite=lambda: True, clock=clock,
+        settings=MeasureSettings(window_seconds=4 * FAST, budget_seconds=1000.0),
+        on_window=lambda w: seen.append(("window", step.calls)),
+        on_timed_start=lambda: seen.append(("start", step.calls)),
+    )
+    assert seen[0] == ("start", m.warmup_steps)  # after every warm-up step, before any timed one
+    assert [kind for kind, _ in seen] == ["start"] + ["window"] * len(m.windows)

@@ -171,3 +171,37 @@ def test_rows_to_csv_formats_floats_compactly() -> None:
 
 def test_rows_to_csv_empty() -> None:
     assert rows_to_csv([]).strip() == ",".join(COLUMNS)
+
+
+# -- host CPU ---------------------------------------------------------------------------------------
+
+
+def test_host_cpu_goes_into_rows_and_best_yaml_with_a_steal_warning(tmp_path: Any) -> None:
+    from pathlib import Path
+
+    from autotune.report import Winner, best_document
+    from autotune.search import SearchSettings
+
+    def measured(number: int, steal: float) -> FrozenTrial:
+        t = ok(number, 300.0, num_workers=4)
+        t.user_attrs["result"]["extra"] = {"host_cpu": {"busy_fraction": 0.96,
+                                                        "steal_fraction": steal}}
+        return t
+
+    noisy, quiet = measured(1, 0.12), measured(2, 0.01)
+    rows = {r["number"]: r for r in trial_rows([ok(0, 100.0, baseline=True), noisy], 100.0)}
+    assert rows[1]["cpu_busy_fraction"] == 0.96 and rows[1]["cpu_steal_fraction"] == 0.12
+    assert rows[0]["cpu_busy_fraction"] is None  # not measured: an empty cell, not an error
+
+    settings = SearchSettings(adapter=Path("a.py"), space_source="s.yaml", device="cpu",
+                              out=Path(tmp_path), storage=str(Path(tmp_path) / "s.db"),
+                              study_name="t")
+
+    def measurement(t: FrozenTrial) -> dict[str, Any]:
+        winner = Winner(trial=t, throughput=300.0, baseline=100.0, confirmation=None)
+        return best_document(winner, {"unit": "samples"}, settings)["measurement"]
+
+    assert measurement(noisy)["cpu_busy_fraction"] == 0.96
+    assert "12% of the CPUs' time" in measurement(noisy)["warning"]
+    assert measurement(quiet)["cpu_steal_fraction"] == 0.01
+    assert "warning" not in measurement(quiet)

@@ -71,6 +71,9 @@ def test_in_process_runner_ok(tmp_path: Path, tiny_adapter: Path) -> None:
     assert result.peak_rss_mb is not None and result.peak_rss_mb > 0
     assert result.extra["fingerprint"]["torch"]
     assert len(result.extra["window_throughputs"]) == result.windows
+    if Path("/proc/stat").is_file():  # the CPUs worked while the windows were timed
+        assert 0.0 < result.extra["host_cpu"]["busy_fraction"] <= 1.0
+        assert 0.0 <= result.extra["host_cpu"]["steal_fraction"] < 1.0
     # One directory per trial: config in, result out.
     request = TrialRequest.from_dict(json.loads((trial_dir / "request.json").read_text()))
     assert request.config == TrainConfig(batch_size=8)
