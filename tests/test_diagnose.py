@@ -52,10 +52,12 @@ def verdict_of(
     wait: float = 0.5,
     busy: float | None = None,
     cpu: float | None = None,
+    workers: int | None = None,
+    cpus: int | None = None,
 ) -> Diagnosis:
     return classify(throughput=90.0, data_wait_fraction=wait, loader_rate=loader,
                     compute_rate=compute, gpu_busy_fraction=busy, unit="samples",
-                    cpu_busy_fraction=cpu)
+                    cpu_busy_fraction=cpu, num_workers=workers, cpus=cpus)
 
 
 def test_input_bound_with_every_cpu_busy_does_not_ask_for_more_workers() -> None:
@@ -65,10 +67,20 @@ def test_input_bound_with_every_cpu_busy_does_not_ask_for_more_workers() -> None
     assert "97% busy" in saturated.suggestion
     assert "more workers will not help" in saturated.suggestion
     assert saturated.cpu_busy_fraction == 0.97
-    # With CPU to spare (or unknown), more workers is still the first thing to try.
+    # With CPU to spare (or unknown) and CPUs without a worker, more workers come first.
     for cpu in (0.5, None):
-        d = verdict_of(loader=4_420.0, compute=20_600.0, wait=0.81, cpu=cpu)
+        d = verdict_of(loader=4_420.0, compute=20_600.0, wait=0.81, cpu=cpu, workers=8, cpus=16)
         assert d.suggestion.endswith("more workers or cheaper transforms"), d.suggestion
+
+
+def test_input_bound_with_a_worker_on_every_cpu_points_past_more_workers() -> None:
+    # The H100 sweep: 16, 24 and 32 workers on 16 CPUs all ran 3.4k-3.8k images/s, CPUs 61% busy.
+    d = verdict_of(loader=5_150.0, compute=25_400.0, wait=0.8, cpu=0.61, workers=16, cpus=16)
+    assert d.verdict == "input-bound"
+    assert "every CPU already has a worker and the CPUs are only 61% busy" in d.suggestion
+    assert "more workers are unlikely to help" in d.suggestion
+    unknown_cpu = verdict_of(loader=5_150.0, compute=25_400.0, wait=0.8, workers=20, cpus=16)
+    assert "every CPU already has a worker:" in unknown_cpu.suggestion
 
 
 def test_slow_loader_and_waiting_is_input_bound() -> None:
