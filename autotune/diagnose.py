@@ -85,7 +85,8 @@ def classify(
         if num_workers is not None and cpus is not None and num_workers >= cpus:
             # Seen on an H100 VM (16 CPUs, ResNet with 50 MB float batches): 16, 24 and 32
             # workers all gave 3.4k-3.8k images/s with the CPUs 60-64% busy.
-            busy = f" and the CPUs are only {cpu_busy_fraction:.0%} busy" if cpu_busy_fraction else ""
+            busy = (f" and the CPUs are only {cpu_busy_fraction:.0%} busy"
+                    if cpu_busy_fraction is not None else "")
             return make("input-bound",
                         f"{rates}; every CPU already has a worker{busy}: more workers are "
                         "unlikely to help; look at the per-batch hand-over (ship smaller "

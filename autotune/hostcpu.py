@@ -46,7 +46,8 @@ def read_cpu_times(path: Path = PROC_STAT) -> CpuTimes | None:
         return None
     # user nice system idle iowait irq softirq steal [guest guest_nice]: guest time is already
     # counted in user and nice, so it is not added again.
-    ticks = [int(v) for v in first[1:9]] + [0] * (8 - len(first[1:9]))
+    ticks = [int(v) for v in first[1:9]]
+    ticks += [0] * (8 - len(ticks))  # kernels before 2.6.11 have no steal column
     user, nice, system, idle, iowait, irq, softirq, steal = ticks
     return CpuTimes(busy=user + nice + system + irq + softirq, idle=idle + iowait, steal=steal)
 

@@ -253,8 +253,8 @@ class Search:
         trial.set_user_attr("config", config.to_dict())
         self.listener.trial_started(trial.number, config, limit)
 
-        duplicate = self._measured_before(config)
         impossible = known_incompatible(config, s.device)
+        duplicate = None if impossible is not None else self._measured_before(config)
         if impossible is not None:
             # Never launched; told as infeasible so the sampler learns the combination.
             result = TrialResult(status=Status.ERROR, reason=f"not run: {impossible}")
@@ -283,7 +283,7 @@ class Search:
             verdict = (result.extra.get("diagnosis") or {}).get("verdict")
             enqueue(self.study, self.space, follow_ups(self.space, config, verdict))
         winner = write_outputs(self.study, s)
-        if duplicate is not None and impossible is None:
+        if duplicate is not None:
             result = result.replace(reason=note)  # for the display only; the study keeps the copy
         self.listener.trial_finished(trial.number, result, winner)
 

@@ -55,13 +55,15 @@ def main() -> int:
             print(f"| {w} | - | {', '.join(x.status.value for x in results)} | | | |")
             continue
         loader = [x.extra["diagnosis"]["loader_rate"] for x in ok if "diagnosis" in x.extra]
-        busy = [x.extra["host_cpu"]["busy_fraction"] for x in ok if "host_cpu" in x.extra]
-        steal = [x.extra["host_cpu"]["steal_fraction"] for x in ok if "host_cpu" in x.extra]
-        print(f"| {w} | {statistics.median(x.throughput for x in ok):,.0f} | "
-              f"{', '.join(f'{x.throughput:,.0f}' for x in ok)} | "
-              f"{statistics.median(loader):,.0f} | {statistics.median(busy):.0%} | "
-              f"{statistics.median(steal):.1%} |" if loader and busy else
-              f"| {w} | {statistics.median(x.throughput for x in ok):,.0f} | | | | |")
+        cpu = [x.extra["host_cpu"] for x in ok if "host_cpu" in x.extra]
+        cells = [
+            f"{statistics.median(x.throughput for x in ok):,.0f}",
+            ", ".join(f"{x.throughput:,.0f}" for x in ok),
+            f"{statistics.median(loader):,.0f}" if loader else "",
+            f"{statistics.median(c['busy_fraction'] for c in cpu):.0%}" if cpu else "",
+            f"{statistics.median(c['steal_fraction'] for c in cpu):.1%}" if cpu else "",
+        ]
+        print(f"| {w} | " + " | ".join(cells) + " |")
     return 0
 
 
