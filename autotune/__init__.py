@@ -1,26 +1,35 @@
-"""autotune: find, by measurement, the fastest training configuration for a PyTorch step."""
+"""autotune: find, by measurement, the fastest training configuration for a PyTorch step.
+
+The package is layered along the process boundary (see README, "How it is built"):
+`contract` (what crosses it), `adapter` (what users implement), `trial` (the child: torch and
+the user's code), `study` (the parent: Optuna), `outputs`, and `cli`/`lab` on top.
+"""
 
 from autotune.adapter import Adapter, load_adapter
-from autotune.config import TrainConfig, load_config
-from autotune.errors import InputError
-from autotune.measure import MeasureSettings, Measurement, measure
-from autotune.oom import is_oom_error
-from autotune.result import Status, TrialResult
-from autotune.space import SearchSpace, load_space
+from autotune.contract.config import TrainConfig
+from autotune.contract.errors import InputError
+from autotune.contract.request import MeasureSettings
+from autotune.contract.result import Diagnosis, Fingerprint, HostCpu, Status, TrialResult, Verdict
+from autotune.trial.measure import Measurement, measure
+from autotune.trial.oom import is_oom_error
+from autotune.trial.production import TunedConfig, load_config
 
 __all__ = [
     "Adapter",
+    "Diagnosis",
+    "Fingerprint",
+    "HostCpu",
     "InputError",
     "MeasureSettings",
     "Measurement",
-    "SearchSpace",
     "Status",
     "TrainConfig",
     "TrialResult",
+    "TunedConfig",
+    "Verdict",
     "is_oom_error",
     "load_adapter",
     "load_config",
-    "load_space",
     "measure",
 ]
 

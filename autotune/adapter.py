@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from autotune.errors import InputError
+from autotune.contract.errors import InputError
 
 __all__ = ["Adapter", "load_adapter"]
 

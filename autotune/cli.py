@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from autotune.errors import InputError
+from autotune.contract.errors import InputError
 
 __all__ = ["main"]
 
@@ -134,12 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _search(args: argparse.Namespace) -> int:
     from autotune.adapter import load_adapter
-    from autotune.display import RichDisplay
-    from autotune.measure import MeasureSettings
-    from autotune.runner import SubprocessRunner
-    from autotune.search import Interrupted, Search, SearchSettings
-    from autotune.space import find_space, load_space
-    from autotune.storage import default_storage_url
+    from autotune.contract.request import MeasureSettings
+    from autotune.outputs.display import RichDisplay
+    from autotune.outputs.report import write_outputs
+    from autotune.study.runner import SubprocessRunner
+    from autotune.study.search import Interrupted, Search, SearchSettings
+    from autotune.study.space import find_space, load_space
+    from autotune.study.storage import default_storage_url
 
     import optuna
 
@@ -171,7 +172,8 @@ def _search(args: argparse.Namespace) -> int:
         confirm_repeats=args.confirm_repeats,
     )
     display = RichDisplay()
-    search = Search(settings, space, adapter, runner=SubprocessRunner(), listener=display)
+    search = Search(settings, space, adapter, runner=SubprocessRunner(), listener=display,
+                    on_change=lambda study: write_outputs(study, settings))
     try:
         winner = search.run()
     except Interrupted as exc:
@@ -188,16 +190,17 @@ def _lab(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from autotune.adapter import load_adapter
-    from autotune.config import load_config
-    from autotune.display import describe_config, human
+    from autotune.contract.config import read_config
+    from autotune.contract.fmt import human
+    from autotune.contract.host import available_cpus
+    from autotune.contract.request import MeasureSettings
+    from autotune.contract.result import Fingerprint
     from autotune.lab import lab_rows, run_lab, save, summarize, to_markdown
-    from autotune.measure import MeasureSettings
-    from autotune.runner import SubprocessRunner
-    from autotune.space import available_cpus
+    from autotune.study.runner import SubprocessRunner
 
     device = _resolve_device(args.device)
     adapter = load_adapter(args.adapter)
-    tuned = load_config(args.config) if args.config else None
+    tuned = read_config(args.config) if args.config else None
     out = args.out or Path("results") / f"{args.adapter.stem}-lab"
     _check_writable(out)
     rows = lab_rows(adapter, device=device, cpus=available_cpus(), tuned=tuned)
@@ -205,7 +208,7 @@ def _lab(args: argparse.Namespace) -> int:
     console.print(f"[bold]autotune lab[/] {args.adapter} on {device}: {len(rows)} rows x "
                   f"{args.repeats} repeats, each a fresh process")
     for row in rows:
-        console.print(f"  {row.index}. {row.name}: {describe_config(row.config)}")
+        console.print(f"  {row.index}. {row.name}: {row.config.describe()}")
     runner = SubprocessRunner()
 
     def report(row: object, rep: int, result: object) -> None:
@@ -220,16 +223,16 @@ def _lab(args: argparse.Namespace) -> int:
     flops = adapter().flops_per_item()
     peak = None
     if device == "cuda" and flops:
-        from autotune.ceiling import bf16_matmul_flops
+        from autotune.trial.ceiling import bf16_matmul_flops
 
         peak = bf16_matmul_flops()
         console.print(f"measured bf16 matmul ceiling: {peak / 1e12:.0f} TFLOP/s (8192^3, random data)")
     table = summarize(rows, results, flops_per_item=flops, peak_flops=peak)
-    fp = next((r.extra["fingerprint"] for rs in results.values() for r in rs
-               if "fingerprint" in r.extra), {})
+    fp = next((r.fingerprint for rs in results.values() for r in rs if r.fingerprint),
+              Fingerprint())
     meta = {"adapter": str(args.adapter), "config": str(args.config) if args.config else None,
-            "device": fp.get("gpu") or f"cpu ({fp.get('cpu_model')})", "torch": fp.get("torch"),
-            "date": fp.get("date"), "repeats": args.repeats,
+            "device": fp.gpu or f"cpu ({fp.cpu_model})", "torch": fp.torch,
+            "date": fp.date, "repeats": args.repeats,
             "bf16_matmul_tflops": round(peak / 1e12, 1) if peak else None}
     save(table, out, unit=adapter.unit, meta=meta)
     console.print(to_markdown(table, unit=adapter.unit))
@@ -269,17 +272,17 @@ def _check_writable(out: Path) -> None:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from autotune.show import show
+    from autotune.outputs.show import show
 
     show(args.out, top=args.top)
     return 0
 
 
 def _apply(args: argparse.Namespace) -> int:
-    from autotune.config import load_config
-    from autotune.features.allocator import ALLOC_ENV, OTHER_ALLOC_ENVS
+    from autotune.contract.allocator import ALLOC_ENV, OTHER_ALLOC_ENVS
+    from autotune.contract.config import read_config
 
-    config = load_config(args.config)
+    config = read_config(args.config)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         raise InputError("autotune apply: give the command to run after --, e.g. "

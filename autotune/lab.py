@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from autotune.adapter import Adapter
-from autotune.config import TrainConfig
-from autotune.measure import MeasureSettings, relative_spread
-from autotune.recipes import bf16, bf16_compile, hand_recipe, pytorch_defaults
-from autotune.result import Status, TrialResult
-from autotune.runner import Runner
-from autotune.worker import TrialRequest
+from autotune.contract.config import TrainConfig
+from autotune.contract.fmt import human
+from autotune.contract.request import MeasureSettings, TrialRequest
+from autotune.contract.result import Status, TrialResult
+from autotune.contract.stats import relative_spread
+from autotune.study.recipes import bf16, bf16_compile, hand_recipe, pytorch_defaults
+from autotune.study.runner import Runner
 
 __all__ = ["LabRow", "lab_rows", "run_lab", "summarize"]
 
@@ -115,8 +116,6 @@ def summarize(
 
 
 def to_markdown(table: list[dict[str, Any]], *, unit: str, header: str = "") -> str:
-    from autotune.display import human
-
     mfu = any(t["mfu"] is not None for t in table)
     cols = ["row", f"median {unit}/s", "spread", "peak GB", "compile s", "x defaults",
             "x best of 2-4"] + (["MFU"] if mfu else [])
@@ -140,7 +139,7 @@ def to_markdown(table: list[dict[str, Any]], *, unit: str, header: str = "") -> 
 
 
 def save(table: list[dict[str, Any]], out: Path, *, unit: str, meta: dict[str, Any]) -> None:
-    from autotune.files import atomic_write_text
+    from autotune.contract.files import atomic_write_text
 
     atomic_write_text(out / "lab.json", json.dumps({"meta": meta, "rows": table}, indent=2))
     header = ", ".join(f"{k}: {v}" for k, v in meta.items() if v is not None)

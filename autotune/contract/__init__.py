@@ -1,0 +1,1 @@
+"""The contract: what crosses the process boundary. Imports no torch, optuna or rich."""

@@ -1,0 +1,172 @@
+"""`TrainConfig`: one training configuration, every knob the search turns, and the knob table.
+
+The same object travels from the search space to the trial process and into `best.yaml`;
+`autotune.load_config` hands it back to production code wrapped with the helpers that apply it
+(`autotune.trial.production`), which call the very functions the trial measured with.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from autotune.contract.allocator import ALLOC_ENV, alloc_conf
+from autotune.contract.errors import InputError
+from autotune.contract.knobs import (
+    AMP_DTYPES,
+    COMPILE_MODES,
+    MIN_SPLIT_SIZE_MB,
+    KnobSpec,
+    knob,
+    spec_from_field,
+)
+
+__all__ = ["KNOB", "KNOBS", "TrainConfig", "describe_config", "read_config"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """A complete training configuration. Each field is a knob, declared once here: its
+    metadata (`knob(...)`) says what `knobs.KnobSpec` says. Defaults are PyTorch's own."""
+
+    batch_size: int = knob(label="bs", minimum=1, memory=True)
+    """Micro-batch size handed to the DataLoader."""
+    grad_accum: int = knob(1, label="accum", minimum=1)
+    """Micro-batches per optimizer step."""
+    num_workers: int = knob(0, label="workers", minimum=0)
+    """DataLoader worker processes; 0 loads in the training process."""
+    prefetch_factor: int | None = knob(None, label="prefetch", minimum=1, needs_workers=True)
+    """Batches each worker loads ahead; only with workers (PyTorch raises otherwise)."""
+    pin_memory: bool = knob(False, label="pin", ranges=False, cuda_only=bool)
+    """Page-locked host batches, copied to the GPU with `non_blocking=True`."""
+    persistent_workers: bool = knob(False, label="persistent", ranges=False, needs_workers=True)
+    """Keep workers alive between epochs; only with workers."""
+    amp_dtype: str = knob("fp32", allowed=AMP_DTYPES, ranges=False, memory=True,
+                          cuda_only=lambda v: v in ("tf32", "fp16"))
+    """fp32, tf32 (TF32 matmuls and convolutions), bf16 or fp16 autocast (fp16 with a GradScaler)."""
+    compile: str = knob("none", label="compile", allowed=COMPILE_MODES, ranges=False, memory=True)
+    """`torch.compile` mode, or "none"."""
+    checkpoint: float = knob(0.0, label="ckpt", minimum=0.0, maximum=1.0, ranges=False,
+                             memory=True)
+    """Fraction of `adapter.blocks(model)` wrapped in non-reentrant activation checkpointing."""
+    expandable_segments: bool = knob(False, label="expandable", ranges=False, cuda_only=bool,
+                                     memory=True)
+    """CUDA caching allocator: grow segments instead of allocating new ones."""
+    max_split_size_mb: int | None = knob(None, label="split_mb", ranges=False, nullable=True,
+                                         minimum=MIN_SPLIT_SIZE_MB, memory=True,
+                                         cuda_only=lambda v: v is not None)
+    """CUDA caching allocator: blocks larger than this are never split (None: no limit)."""
+
+    def __post_init__(self) -> None:
+        values = dataclasses.asdict(self)
+        for spec in KNOBS:
+            value = values[spec.name]
+            problem = spec.problem(value)
+            if problem is not None:
+                raise ValueError(f"{spec.name} {problem} ({spec.name}={value!r})")
+            if not spec.applies(values) and value != spec.default:
+                raise ValueError(
+                    f"{spec.name} needs num_workers > 0 (PyTorch raises otherwise), got "
+                    f"{spec.name}={value!r} with num_workers={self.num_workers!r}"
+                )
+
+    @classmethod
+    def baseline(cls, batch_size: int, global_batch_size: int | None = None) -> TrainConfig:
+        """PyTorch's defaults at this batch size (accumulation follows a global batch size)."""
+        accum = global_batch_size // batch_size if global_batch_size else 1
+        return cls(batch_size=batch_size, grad_accum=accum)
+
+    @property
+    def effective_batch(self) -> int:
+        """Samples per optimizer step: what one step computes."""
+        return self.batch_size * self.grad_accum
+
+    # -- serialization -------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "config") -> TrainConfig:
+        """Build a config from a mapping (a YAML `config:` block), naming `source` in errors."""
+        if not isinstance(data, Mapping):
+            raise InputError(f"{source}: expected a mapping of knobs, got {type(data).__name__}")
+        unknown = sorted(set(data) - set(KNOB))
+        if unknown:
+            raise InputError(
+                f"{source}: unknown key(s) {unknown}; the knobs are: {', '.join(KNOB)}"
+            )
+        if "batch_size" not in data:
+            raise InputError(f"{source}: key 'batch_size' is missing; add the micro-batch size")
+        for key, value in data.items():
+            if not KNOB[key].type_ok(value):
+                raise InputError(f"{source}: key {key!r} must be {KNOB[key].words}, got {value!r}")
+        try:
+            return cls(**data)
+        except ValueError as exc:
+            raise InputError(f"{source}: {exc}") from None
+
+    def replace(self, **changes: Any) -> TrainConfig:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def alloc_conf(self) -> str:
+        """The `PYTORCH_CUDA_ALLOC_CONF` string ("" for the allocator's defaults)."""
+        return alloc_conf(expandable_segments=self.expandable_segments,
+                          max_split_size_mb=self.max_split_size_mb)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment variables to set before the training process starts CUDA."""
+        conf = self.alloc_conf
+        return {ALLOC_ENV: conf} if conf else {}
+
+    def describe(self) -> str:
+        """One line: the batch and the dtype, then only knobs that differ from PyTorch's
+        defaults ("bs=64 workers=4 prefetch=4 pin bf16 compile=default")."""
+        return describe_config(self)
+
+
+KNOBS: tuple[KnobSpec, ...] = tuple(spec_from_field(f) for f in dataclasses.fields(TrainConfig))
+"""The knob table, in declaration order."""
+KNOB = {spec.name: spec for spec in KNOBS}
+
+
+def describe_config(config: TrainConfig) -> str:
+    values = config.to_dict()
+    parts = []
+    for spec in KNOBS:
+        value = values[spec.name]
+        if spec.name not in ("batch_size", "amp_dtype") and value == spec.default:
+            continue
+        if not spec.label:
+            parts.append(str(value))
+        elif spec.kind is bool:
+            parts.append(spec.label)
+        else:
+            parts.append(f"{spec.label}={value:g}" if isinstance(value, float) else
+                         f"{spec.label}={value}")
+    return " ".join(parts)
+
+
+def read_config(path: str | Path) -> TrainConfig:
+    """A config from `best.yaml` (its `config:` block) or from a YAML of knobs alone."""
+    data = _read_yaml(Path(path))
+    if isinstance(data, Mapping) and "config" in data:
+        return TrainConfig.from_dict(data["config"], source=f"{path}: config")
+    return TrainConfig.from_dict(data, source=str(path))
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text())
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text; save the config as UTF-8 YAML") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the config ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not valid YAML: {exc}") from None

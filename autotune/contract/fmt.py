@@ -1,0 +1,15 @@
+"""Small formatting helpers shared by the trial's diagnosis and the outputs."""
+
+from __future__ import annotations
+
+__all__ = ["human"]
+
+
+def human(value: float | None) -> str:
+    """12345.6 -> "12.3k"."""
+    if value is None:
+        return "-"
+    for factor, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g}{suffix}"
+    return f"{value:.3g}"

@@ -1,0 +1,109 @@
+"""What the parent asks of a trial process: the request and the measurement settings."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from autotune.contract.config import TrainConfig
+
+__all__ = ["CUDAGRAPH_MODES", "LAUNCH_ENV", "MeasureSettings", "TrialRequest", "known_incompatible"]
+
+LAUNCH_ENV = "AUTOTUNE_LAUNCH_TIME"
+"""Set in a trial process: the wall-clock time (`time.time()`) the parent launched it."""
+
+# Modes whose compiled graphs are replayed as CUDA graphs: their outputs live in static buffers
+# that the next replay overwrites, so each iteration must be marked (torch.compiler docs).
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MeasureSettings:
+    min_warmup_steps: int = 3
+    """Steps always discarded, whatever their times say."""
+    max_warmup_steps: int = 200
+    """Warm-up gives up waiting for step times to settle after this many steps."""
+    settle_ratio: float = 1.25
+    """Compile is done when the last two warm-up steps' compute times differ by less than this."""
+    prefetch_batches: int = 0
+    """Batches the loader holds ahead (workers x prefetch_factor): warm-up consumes at least this
+    many after compile, so timing starts with the workers running at their steady rate."""
+    window_seconds: float = 1.0
+    """Target length of one timed window."""
+    min_window_steps: int = 3
+    """Fewest steps in a window; also at least 3 rounds of all workers (design rule)."""
+    num_workers: int = 0
+    grad_accum: int = 1
+    min_windows: int = 3
+    """Windows always timed, even past the budget (each is capped at 2 x window_seconds)."""
+    max_windows: int = 30
+    agree: int = 3
+    """The last this many windows must agree..."""
+    tolerance: float = 0.03
+    """...within this relative spread ((max - min) / median) for the result to count as converged."""
+    budget_seconds: float = 30.0
+    """Time for the timed windows; measuring stops here even if not converged."""
+
+    def __post_init__(self) -> None:
+        if self.min_windows < 1 or self.agree < 2:
+            raise ValueError(f"need min_windows >= 1 and agree >= 2, got {self.min_windows=}, {self.agree=}")
+        if not 0 < self.tolerance < 1:
+            raise ValueError(f"tolerance must be in (0, 1), got {self.tolerance=}")
+        if self.window_seconds <= 0 or self.budget_seconds <= 0:
+            raise ValueError(f"times must be positive, got {self.window_seconds=}, {self.budget_seconds=}")
+
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrialRequest:
+    """Everything a trial process needs; written by the parent as `request.json`."""
+
+    adapter: str
+    """Path of the adapter file."""
+    config: TrainConfig
+    device: str
+    """"cuda" or "cpu"."""
+    measure: MeasureSettings = MeasureSettings()
+    """Base settings; the worker fills in the config-dependent fields."""
+    number: int = 0
+    diagnose: bool = True
+    """After measuring, time the loader alone and the model alone to classify the bottleneck."""
+    check_env: bool = True
+    """Verify the allocator environment reached this process (off for the in-process twin)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "adapter": self.adapter,
+            "config": self.config.to_dict(),
+            "device": self.device,
+            "measure": dataclasses.asdict(self.measure),
+            "number": self.number,
+            "diagnose": self.diagnose,
+            "check_env": self.check_env,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialRequest:
+        return cls(
+            adapter=data["adapter"],
+            config=TrainConfig(**data["config"]),
+            device=data["device"],
+            measure=MeasureSettings(**data["measure"]),
+            number=data["number"],
+            diagnose=data["diagnose"],
+            check_env=data["check_env"],
+        )
+
+
+def known_incompatible(config: TrainConfig, device_type: str) -> str | None:
+    """Why `config` cannot run on `device_type`, for combinations known to fail, else None.
+
+    CUDA graphs with gradient accumulation: the first micro-batch's gradients alias the graph's
+    static output buffers, which the next replay overwrites; PyTorch stops with "accessing tensor
+    output of CUDAGraphs that has been overwritten by a subsequent run" (seen on an H200 with
+    torch 2.11 for GPT with reduce-overhead at accumulation 16 and ResNet at accumulation 2).
+    """
+    if device_type == "cuda" and config.compile in CUDAGRAPH_MODES and config.grad_accum > 1:
+        return (f"compile={config.compile} replays CUDA graphs, which PyTorch cannot combine with "
+                f"grad_accum={config.grad_accum} (graph outputs are overwritten between micro-batches)")
+    return None

@@ -1,0 +1,191 @@
+"""What one trial produced: an explicit outcome status, its measurements, and typed facts
+(where it ran, what limits it, how busy the CPUs were) instead of an untyped bag."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from pathlib import Path
+from typing import Any
+
+from autotune.contract.files import atomic_write_text
+
+__all__ = ["Diagnosis", "Fingerprint", "HostCpu", "Status", "TrialResult", "Verdict"]
+
+
+class Status(str, enum.Enum):
+    OK = "ok"
+    OOM = "oom"
+    """Ran out of memory: the config does not fit."""
+    NAN = "nan"
+    """The loss was not finite: broken, not fast."""
+    ERROR = "error"
+    """An exception; `reason` holds its type and message, the log its traceback."""
+    TIMEOUT = "timeout"
+    """Killed at the trial's time limit (compile counts)."""
+    CRASHED = "crashed"
+    """The trial process died without a result (a signal, or exit without reporting)."""
+    INTERRUPTED = "interrupted"
+    """Stopped by the user (Ctrl-C, SIGTERM): says nothing about the config."""
+
+    @property
+    def says_something(self) -> bool:
+        """Whether the outcome is a property of the config (the sampler should learn from it)."""
+        return self is not Status.INTERRUPTED
+
+
+class Verdict(str, enum.Enum):
+    """What limits a step's rate."""
+
+    INPUT = "input-bound"
+    """The DataLoader delivers less than the model consumes."""
+    COMPUTE = "compute-bound"
+    """The model's own kernels are the limit."""
+    OVERHEAD = "overhead-bound"
+    """Launches and host work: the GPU idles between many small kernels."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Fingerprint:
+    """Where a measurement was taken: numbers mean little without it."""
+
+    date: str | None = None
+    hostname: str | None = None
+    python: str | None = None
+    torch: str | None = None
+    cuda: str | None = None
+    cudnn: int | None = None
+    cpu_count: int | None = None
+    cpus_available: int | None = None
+    """CPUs this process may run on (its affinity mask)."""
+    cpu_model: str | None = None
+    cgroup_cpu_limit: float | None = None
+    """CPUs allowed by the cgroup; None when unlimited."""
+    gpu: str | None = None
+    gpu_memory_gb: float | None = None
+    gpu_capability: str | None = None
+    gpu_multiprocessors: int | None = None
+    driver: str | None = None
+
+    @property
+    def device(self) -> str:
+        """The device in words: the GPU's name, else the CPU's."""
+        return self.gpu or f"cpu: {self.cpu_model}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HostCpu:
+    """How busy the machine's CPUs were while the trial was timed (`/proc/stat`)."""
+
+    busy_fraction: float
+    """Share of all CPU time spent working."""
+    steal_fraction: float
+    """Share the hypervisor ran someone else while this VM's CPUs were ready."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Diagnosis:
+    verdict: Verdict
+    suggestion: str
+    throughput: float
+    """The trial's measured rate (units/s), loader and model together."""
+    loader_rate: float | None
+    """Units/s the DataLoader delivers alone."""
+    compute_rate: float | None
+    """Units/s the step runs with its batch already on the device."""
+    data_wait_fraction: float
+    gpu_busy_fraction: float | None
+    """Share of a compute step's wall time with a kernel running (CUDA only)."""
+    cpu_busy_fraction: float | None = None
+    """Share of all CPU time spent working during the timed windows (Linux only)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.verdict, Verdict):
+            object.__setattr__(self, "verdict", Verdict(self.verdict))
+
+
+# Nested typed fields, rebuilt from JSON by `TrialResult.from_dict`.
+_NESTED: dict[str, type] = {"fingerprint": Fingerprint, "diagnosis": Diagnosis,
+                            "host_cpu": HostCpu}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrialResult:
+    status: Status
+    reason: str = ""
+    """One line: why the trial ended as it did ("" when ok)."""
+    throughput: float | None = None
+    """Median units/s over the timed windows."""
+    unit: str = "samples"
+    spread: float | None = None
+    step_seconds: float | None = None
+    compile_seconds: float | None = None
+    warmup_seconds: float | None = None
+    warmup_steps: int | None = None
+    settled: bool | None = None
+    """Whether warm-up saw step times settle (False: it hit its step limit)."""
+    data_wait_fraction: float | None = None
+    windows: int | None = None
+    window_throughputs: tuple[float, ...] = ()
+    """Each timed window's rate, in order."""
+    converged: bool | None = None
+    peak_allocated_mb: float | None = None
+    """Peak device memory in live tensors (CUDA only)."""
+    peak_reserved_mb: float | None = None
+    """Peak device memory held by PyTorch's caching allocator (CUDA only)."""
+    peak_rss_mb: float | None = None
+    """Peak resident host memory of the trial process (its DataLoader workers not counted)."""
+    duration_seconds: float | None = None
+    """Wall time of the whole trial process, start-up and compile included."""
+    phases: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Seconds spent in each phase of the trial process (start, compose, warmup, ...)."""
+    blocks_checkpointed: int | None = None
+    log: str = ""
+    """Path of the trial's log (its stdout and stderr)."""
+    fingerprint: Fingerprint | None = None
+    diagnosis: Diagnosis | None = None
+    diagnosis_error: str = ""
+    """Why the diagnosis could not be made (the trial itself still counts)."""
+    host_cpu: HostCpu | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, Status):
+            object.__setattr__(self, "status", Status(self.status))
+        object.__setattr__(self, "window_throughputs", tuple(self.window_throughputs))
+        if self.status is Status.OK and self.throughput is None:
+            raise ValueError(f"an ok trial needs a throughput, got {self.throughput=}")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["status"] = self.status.value
+        data["window_throughputs"] = list(self.window_throughputs)
+        if self.diagnosis is not None:
+            data["diagnosis"]["verdict"] = self.diagnosis.verdict.value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialResult:
+        data = dict(data)
+        legacy = data.pop("extra", None) or {}  # results written before the typed fields
+        for key in ("fingerprint", "diagnosis", "host_cpu", "window_throughputs", "settled",
+                    "warmup_steps", "blocks_checkpointed", "diagnosis_error"):
+            if key in legacy and data.get(key) is None:
+                data[key] = legacy[key]
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        for key, kind in _NESTED.items():
+            if isinstance(values.get(key), dict):
+                fields = {f.name for f in dataclasses.fields(kind)}
+                values[key] = kind(**{k: v for k, v in values[key].items() if k in fields})
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> TrialResult:
+        return dataclasses.replace(self, **changes)
+
+    def save(self, path: Path) -> None:
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=2))
+
+    @classmethod
+    def load(cls, path: Path) -> TrialResult:
+        return cls.from_dict(json.loads(path.read_text()))

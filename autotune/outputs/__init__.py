@@ -1,0 +1,1 @@
+"""What a study hands back: best.yaml, trials.csv, the plot, the live display, `show`."""

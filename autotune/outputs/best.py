@@ -1,0 +1,115 @@
+"""`best.yaml`: the winner's config, its figures, the diagnosis and where it was measured."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from typing import TYPE_CHECKING, Any
+
+from autotune.contract.result import Fingerprint, TrialResult
+from autotune.study.records import StudyInfo
+from autotune.study.winner import Winner
+
+if TYPE_CHECKING:
+    from autotune.study.search import SearchSettings
+
+__all__ = ["best_document", "yaml_header"]
+
+# Above this share of CPU time taken by the hypervisor, best.yaml warns that CPU-bound rates
+# will move between runs (steal is time this VM was ready to run and was not allowed to).
+STEAL_WARNING = 0.05
+
+
+def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerprint | None,
+                  settings: SearchSettings) -> dict[str, Any]:
+    """The contents of best.yaml."""
+    best = winner.record
+    config = best.config
+    result = best.result
+    assert config is not None and result is not None  # a winner ran ok
+    unit = info.unit if info else result.unit
+    fp = fingerprint or Fingerprint()
+    how = ("median of the confirmation runs" if winner.confirmation
+           else "the search trial's median window")
+    return {
+        "config": config.to_dict(),
+        "env": {"PYTORCH_CUDA_ALLOC_CONF": config.alloc_conf},
+        "throughput": {"value": _round(winner.throughput), "unit": f"{unit}/s", "from": how},
+        "baseline": ({"value": _round(winner.baseline), "unit": f"{unit}/s"}
+                     if winner.baseline else None),
+        "speedup": _round(winner.speedup),
+        "confirmation": [
+            {"trial": c.trial, "baseline": c.baseline,
+             "runs": [_round(v) for v in c.throughputs], "median": _round(c.median),
+             "spread": _round(c.spread), "search": _round(c.search_throughput)}
+            for c in winner.confirmation
+        ] if winner.confirmation else None,
+        "diagnosis": _diagnosis(result),
+        "measurement": {
+            "trial": best.number,
+            "spread": _round(result.spread),
+            "converged": result.converged,
+            "windows": result.windows,
+            "step_seconds": _round(result.step_seconds),
+            "compile_seconds": _round(result.compile_seconds),
+            "data_wait_fraction": _round(result.data_wait_fraction),
+            "peak_allocated_mb": _round(result.peak_allocated_mb),
+            "peak_reserved_mb": _round(result.peak_reserved_mb),
+            **_host_cpu(result),
+        },
+        "provenance": {
+            "device": fp.device,
+            "device_kind": settings.device,
+            "gpu_memory_gb": fp.gpu_memory_gb,
+            "driver": fp.driver,
+            "torch": fp.torch,
+            "cuda": fp.cuda,
+            "cudnn": fp.cudnn,
+            "cpu_count": fp.cpu_count,
+            "cpus_available": fp.cpus_available,
+            "cpu_model": fp.cpu_model,
+            "cgroup_cpu_limit": fp.cgroup_cpu_limit,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "adapter": str(settings.adapter),
+            "space": info.space if info else None,
+            "study_name": settings.study_name,
+            "storage": settings.storage,
+        },
+    }
+
+
+def _host_cpu(result: TrialResult) -> dict[str, Any]:
+    """The CPUs' busy and steal shares while the winner was timed, with a warning when the
+    hypervisor took enough to make CPU-bound rates unrepeatable."""
+    usage = result.host_cpu
+    if usage is None:
+        return {}
+    out: dict[str, Any] = {"cpu_busy_fraction": _round(usage.busy_fraction),
+                           "cpu_steal_fraction": _round(usage.steal_fraction)}
+    if usage.steal_fraction >= STEAL_WARNING:
+        out["warning"] = (f"the hypervisor took {usage.steal_fraction:.0%} of the CPUs' time "
+                          "while this was measured: CPU-bound rates vary between runs here")
+    return out
+
+
+def _diagnosis(result: TrialResult) -> dict[str, Any] | None:
+    d = result.diagnosis
+    if d is None:
+        return None
+    data = {**dataclasses.asdict(d), "verdict": d.verdict.value}
+    return {k: (_round(v) if isinstance(v, float) else v) for k, v in data.items()}
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    if value is None:
+        return None
+    return float(f"{value:.{digits}g}") if abs(value) < 1e4 else round(value, 1)
+
+
+def yaml_header(doc: dict[str, Any]) -> str:
+    speed = f" ({doc['speedup']}x the baseline)" if doc.get("speedup") else ""
+    return (
+        f"# autotune: fastest measured configuration{speed}.\n"
+        "# Apply it: autotune.load_config(\"best.yaml\") in your training script, or\n"
+        "#           autotune apply best.yaml -- python train.py  (sets the allocator env)\n"
+    )

@@ -1,0 +1,145 @@
+"""Live progress of a search with `rich`: trial i of N, current best, each finished trial."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from autotune.contract.config import TrainConfig
+from autotune.contract.fmt import human
+from autotune.study.confirm import Candidate
+from autotune.study.winner import Winner
+from autotune.contract.result import Status, TrialResult
+
+__all__ = ["QuietListener", "RichDisplay"]
+
+_STYLE = {Status.OK: "green", Status.OOM: "red", Status.TIMEOUT: "yellow", Status.NAN: "magenta",
+          Status.ERROR: "red", Status.CRASHED: "red", Status.INTERRUPTED: "yellow"}
+
+
+class QuietListener:
+    """Reports nothing (tests, library use)."""
+
+    def started(self, settings: Any, done: int, unit: str) -> None: ...
+    def trial_started(self, number: int, config: TrainConfig, limit: float) -> None: ...
+    def trial_event(self, number: int, event: dict[str, Any]) -> None: ...
+    def trial_finished(self, number: int, result: TrialResult, winner: Winner | None) -> None: ...
+    def confirm_started(self, cands: list[Candidate], repeats: int) -> None: ...
+    def confirm_result(self, cand: Candidate, result: TrialResult) -> None: ...
+    def finished(self, winner: Winner | None) -> None: ...
+
+
+class RichDisplay:
+    """A status line kept live at the bottom; one printed line per finished trial above it."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console()
+        self.live: Live | None = None
+        self.start = time.monotonic()
+        self.total = 0
+        self.done = 0
+        self.unit = "items"
+        self.best: tuple[int, float] | None = None
+        self.baseline: float | None = None
+        self.current: str = ""
+        self.config_text: str = ""
+        self.current_start = 0.0
+        self.last_window: float | None = None
+        self.windows = 0
+
+    def __rich__(self) -> Text:
+        elapsed = _clock(time.monotonic() - self.start)
+        text = Text(f"trial {min(self.done + 1, self.total)}/{self.total} · {elapsed}", style="bold")
+        if self.best is not None:
+            text.append(f" · best #{self.best[0]} {human(self.best[1])} {self.unit}/s")
+            if self.baseline:
+                text.append(f" ({self.best[1] / self.baseline:.2f}x baseline)")
+        if self.current:
+            phase = (f"window {self.windows}: {human(self.last_window)}/s" if self.windows
+                     else "starting, compiling, warming up")
+            text.append(f"\n  running {self.current} [{phase}, "
+                        f"{time.monotonic() - self.current_start:.0f} s]", style="dim")
+        return text
+
+    def started(self, settings: Any, done: int, unit: str) -> None:
+        self.total = settings.trials
+        self.done = done
+        self.unit = unit
+        self.console.print(
+            f"[bold]autotune search[/] adapter={settings.adapter} device={settings.device} "
+            f"study={settings.study_name!r} ({done} trial(s) done before)\n"
+            f"  outputs in {settings.out}/ · storage {settings.storage}"
+        )
+        self.live = Live(self, console=self.console, refresh_per_second=4, transient=True)
+        self.live.start()
+
+    def trial_started(self, number: int, config: TrainConfig, limit: float) -> None:
+        self.config_text = config.describe()
+        self.current = f"#{number} {self.config_text} (limit {limit:.0f} s)"
+        self.current_start = time.monotonic()
+        self.windows = 0
+        self.last_window = None
+
+    def trial_event(self, number: int, event: dict[str, Any]) -> None:
+        if event.get("event") == "window":
+            self.windows += 1
+            self.last_window = event.get("throughput")
+
+    def trial_finished(self, number: int, result: TrialResult, winner: Winner | None) -> None:
+        self.done += 1
+        baseline = winner.baseline if winner else None
+        self.baseline = baseline
+        if winner is not None:
+            self.best = (winner.record.number, winner.throughput)
+        status = result.status
+        line = Text(f"#{number:<3} ")
+        line.append(f"{status.value:<12}", style=_STYLE.get(status, ""))  # "interrupted" + 1
+        config = self.config_text
+        if status is Status.OK:
+            speed = f" {result.throughput / baseline:.2f}x" if baseline and result.throughput else ""
+            conv = "" if result.converged else " (not converged)"
+            compile_s = f", compile {result.compile_seconds:.0f} s" if result.compile_seconds and \
+                result.compile_seconds >= 1 else ""
+            cost = f"({result.reason})" if result.reason else \
+                f"[{result.duration_seconds or 0:.0f} s{compile_s}]"
+            line.append(f"{human(result.throughput):>7} {result.unit}/s{speed}{conv}  {config}  {cost}")
+        else:
+            line.append(f"{config}  {result.reason}")
+        self.current = ""
+        self.console.print(line)
+
+    def confirm_started(self, cands: list[Candidate], repeats: int) -> None:
+        self.current = ""
+        names = ", ".join(f"#{c.trial}" + (" (baseline)" if c.baseline else "") for c in cands)
+        self.console.print(f"[bold]confirming[/] {names}: {repeats} fresh run(s) each, shuffled")
+        self.confirm_text = ""
+
+    def confirm_result(self, cand: Candidate, result: TrialResult) -> None:
+        value = (f"{human(result.throughput)} {self.unit}/s" if result.status is Status.OK
+                 else f"{result.status.value} {result.reason}")
+        self.console.print(f"  #{cand.trial:<3} {value}  (search measured "
+                           f"{human(cand.search_throughput)})")
+
+    def finished(self, winner: Winner | None) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+        elapsed = _clock(time.monotonic() - self.start)
+        if winner is None:
+            self.console.print(f"[red]no trial ran ok[/] after {elapsed}; see the reasons above "
+                               "and the logs under trials/<n>/log.txt")
+            return
+        speed = f", {winner.speedup:.2f}x the baseline" if winner.speedup else ""
+        how = " (confirmed by repeated runs)" if winner.confirmation else ""
+        self.console.print(f"[bold green]best:[/] trial #{winner.record.number}, "
+                           f"{human(winner.throughput)} {self.unit}/s{speed}{how} ({elapsed})")
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"

@@ -1,0 +1,98 @@
+"""`autotune show DIR`: the top trials of a study as a table, read from its storage."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import optuna
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from autotune.contract.config import KNOBS, TrainConfig
+from autotune.contract.errors import InputError
+from autotune.contract.fmt import human
+from autotune.outputs.table import trial_rows
+from autotune.study import records
+from autotune.study.storage import open_storage
+from autotune.study.winner import best_and_baseline
+
+__all__ = ["load_study", "show"]
+
+
+def load_study(out: Path) -> optuna.Study:
+    """The study a search wrote into `out` (its study.yaml says where the storage is)."""
+    pointer = out / "study.yaml"
+    try:
+        info = yaml.safe_load(pointer.read_text())
+    except OSError:
+        raise InputError(f"{pointer}: not found; pass the --out folder of an autotune search") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise InputError(f"{pointer}: not valid YAML ({exc}); the search rewrites it on its next "
+                         "run") from None
+    if not isinstance(info, dict) or not {"study_name", "storage"} <= set(info):
+        raise InputError(f"{pointer}: expected keys study_name and storage")
+    try:
+        return optuna.load_study(study_name=info["study_name"], storage=open_storage(info["storage"]))
+    except KeyError:
+        raise InputError(
+            f"{pointer}: study {info['study_name']!r} is not in {info['storage']}"
+        ) from None
+
+
+def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console.width = 160  # piped or logged: don't squeeze the table into 80 columns
+    study = load_study(out)
+    recs = records.read_records(study)
+    _, baseline = best_and_baseline(recs)
+    rows = trial_rows(recs, baseline)
+    info = records.read_info(study)
+    unit = info.unit if info else "items"
+    ok = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: -r["throughput"])
+    table = Table(title=f"{study.study_name}: top {min(top, len(ok))} of {len(rows)} trials "
+                  f"({unit}/s)")
+    for name in ("#", f"{unit}/s", "x base", "spread", "step ms", "compile s", "data wait",
+                 "peak GB", "bound", "config"):
+        table.add_column(name, justify="left" if name == "config" else "right",
+                         no_wrap=name != "config")
+    for r in ok[:top]:
+        config = TrainConfig(**{spec.name: r[spec.name] for spec in KNOBS})
+        peak = r["peak_reserved_mb"] or r["peak_rss_mb"]  # device memory, else host RSS
+        table.add_row(
+            f"{r['number']}" + (" (base)" if r["baseline"] else ""),
+            human(r["throughput"]),
+            f"{r['speedup']:.2f}" if r["speedup"] else "-",
+            f"{r['spread']:.1%}" + ("" if r["converged"] else "*") if r["spread"] is not None else "-",
+            f"{r['step_seconds'] * 1e3:.1f}" if r["step_seconds"] else "-",
+            f"{r['compile_seconds']:.1f}" if r["compile_seconds"] is not None else "-",
+            f"{r['data_wait_fraction']:.0%}" if r["data_wait_fraction"] is not None else "-",
+            f"{peak / 1024:.1f}" if peak else "-",
+            (r["verdict"] or "-").replace("-bound", ""),
+            config.describe(),
+        )
+    console.print(table)
+    if any(r["status"] == "ok" and not r["converged"] for r in rows):
+        console.print("* spread above tolerance: those windows did not agree (measurement noisy)")
+    confirmation = records.read_confirmation(study)
+    if confirmation:
+        base = next((c.median for c in confirmation if c.baseline and c.median), None)
+        conf = Table(title="confirmation: fresh re-runs after the search (the winner is picked here)")
+        for name in ("#", "runs", "median", "spread", "x base", "search said"):
+            conf.add_column(name, justify="right")
+        for c in confirmation:
+            conf.add_row(
+                f"{c.trial}" + (" (base)" if c.baseline else ""),
+                ", ".join(human(v) for v in c.throughputs) or ", ".join(c.statuses),
+                human(c.median),
+                f"{c.spread:.1%}" if c.spread is not None else "-",
+                f"{c.median / base:.2f}" if c.median and base else "-",
+                human(c.search_throughput),
+            )
+        console.print(conf)
+    failed = Counter(r["status"] for r in rows if r["status"] not in ("ok", "running", ""))
+    if failed:
+        console.print("other trials: " + ", ".join(f"{n} {s}" for s, n in sorted(failed.items())))

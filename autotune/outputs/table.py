@@ -1,0 +1,77 @@
+"""One flat row per trial: what `trials.csv`, the plot and `show` read."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from typing import Any
+
+from optuna.trial import TrialState
+
+from autotune.contract.config import KNOBS
+from autotune.study.records import TrialRecord
+
+__all__ = ["COLUMNS", "rows_to_csv", "trial_rows"]
+
+KNOB_COLUMNS = tuple(spec.name for spec in KNOBS)
+MEASURES = (
+    "throughput", "unit", "speedup", "spread", "converged", "step_seconds", "compile_seconds",
+    "warmup_seconds", "data_wait_fraction", "peak_allocated_mb", "peak_reserved_mb",
+    "peak_rss_mb", "duration_seconds",
+)
+COLUMNS = ("number", "state", "status", "baseline", *KNOB_COLUMNS, *MEASURES, "verdict",
+           "loader_rate", "compute_rate", "gpu_busy_fraction", "cpu_busy_fraction",
+           "cpu_steal_fraction", "reason", "log")
+
+
+def trial_rows(records: Sequence[TrialRecord], baseline: float | None) -> list[dict[str, Any]]:
+    """One row per trial that got a config."""
+    rows = []
+    for r in records:
+        if r.config is None:
+            continue
+        result = r.result
+        status = result.status.value if result else (
+            "running" if r.state == TrialState.RUNNING else "")
+        row: dict[str, Any] = {
+            "number": r.number,
+            "state": r.state.name,
+            "status": status,
+            "baseline": r.baseline,
+            **r.config.to_dict(),
+            **{k: getattr(result, k, None) for k in MEASURES},
+            "reason": result.reason if result else "",
+            "log": result.log if result else "",
+        }
+        d = result.diagnosis if result else None
+        row["verdict"] = d.verdict.value if d else None
+        row["loader_rate"] = d.loader_rate if d else None
+        row["compute_rate"] = d.compute_rate if d else None
+        row["gpu_busy_fraction"] = d.gpu_busy_fraction if d else None
+        cpu = result.host_cpu if result else None
+        row["cpu_busy_fraction"] = cpu.busy_fraction if cpu else None
+        row["cpu_steal_fraction"] = cpu.steal_fraction if cpu else None
+        if r.duplicate_of is not None:
+            row["reason"] = f"same config as trial {r.duplicate_of}: not re-run"
+        throughput = result.throughput if result and status == "ok" else None
+        row["speedup"] = throughput / baseline if throughput and baseline else None
+        rows.append(row)
+    return rows
+
+
+def rows_to_csv(rows: Sequence[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _csv_value(row.get(k)) for k in COLUMNS})
+    return buf.getvalue()
+
+
+def _csv_value(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return value

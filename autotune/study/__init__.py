@@ -1,0 +1,1 @@
+"""The study side: the parent process (Optuna, the search loop, runners, confirmation)."""

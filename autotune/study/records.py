@@ -1,0 +1,212 @@
+"""The study's schema: the only reader and writer of its user attributes.
+
+Optuna stores what autotune knows about a trial (its config, its result, its role) as user
+attributes, JSON underneath. Everything else reads them here, as typed records; nothing else
+touches `user_attrs` by key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from autotune.contract.config import TrainConfig
+from autotune.contract.result import Fingerprint, Status, TrialResult
+
+__all__ = [
+    "BASELINE",
+    "ConfirmationEntry",
+    "StudyInfo",
+    "TrialRecord",
+    "enqueue_config",
+    "read_confirmation",
+    "read_fingerprint",
+    "read_info",
+    "read_records",
+    "write_config",
+    "write_confirmation",
+    "write_duplicate",
+    "write_fingerprint",
+    "write_info",
+    "write_owner",
+    "write_result",
+]
+
+BASELINE = "baseline"
+"""The role of trial 0: PyTorch's defaults at the adapter's batch size."""
+
+_CONFIG, _RESULT, _ROLE, _DUPLICATE, _OWNER = "config", "result", "role", "duplicate_of", "owner"
+_INFO_KEYS = ("adapter", "unit", "space", "device")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrialRecord:
+    """One trial of the study as autotune sees it."""
+
+    number: int
+    state: TrialState
+    value: float | None
+    """What Optuna was told: the throughput when ok, 0.0 when infeasible."""
+    config: TrainConfig | None
+    """None for a trial that never got as far as a config."""
+    result: TrialResult | None
+    """None while running, or for a trial autotune did not tell."""
+    role: str = ""
+    """"baseline", "recipe", a follow-up's name ("recipe-bs64"), or "" for the sampler's."""
+    duplicate_of: int | None = None
+    """The earlier trial with the same config whose result this one copies."""
+    owner: dict[str, Any] | None = None
+    """{host, pid} of the process that ran it (to recover trials of a dead process)."""
+
+    @property
+    def baseline(self) -> bool:
+        return self.role == BASELINE
+
+    @property
+    def status(self) -> Status | None:
+        return self.result.status if self.result is not None else None
+
+    @property
+    def ok(self) -> bool:
+        """Finished with a measurement."""
+        return self.state == TrialState.COMPLETE and self.status is Status.OK
+
+    @classmethod
+    def from_trial(cls, trial: FrozenTrial) -> TrialRecord:
+        attrs = trial.user_attrs
+        config = attrs.get(_CONFIG)
+        result = attrs.get(_RESULT)
+        return cls(
+            number=trial.number,
+            state=trial.state,
+            value=trial.value if trial.state == TrialState.COMPLETE else None,
+            config=TrainConfig(**config) if config else None,
+            result=TrialResult.from_dict(result) if result else None,
+            role=str(attrs.get(_ROLE) or ""),
+            duplicate_of=attrs.get(_DUPLICATE),
+            owner=attrs.get(_OWNER),
+        )
+
+
+def read_records(study: optuna.Study, states: Sequence[TrialState] | None = None
+                 ) -> list[TrialRecord]:
+    return [TrialRecord.from_trial(t)
+            for t in study.get_trials(deepcopy=False, states=None if states is None else
+                                      tuple(states))]
+
+
+def write_config(trial: optuna.Trial, config: TrainConfig) -> None:
+    trial.set_user_attr(_CONFIG, config.to_dict())
+
+
+def write_result(trial: optuna.Trial, result: TrialResult) -> None:
+    trial.set_user_attr(_RESULT, result.to_dict())
+
+
+def write_duplicate(trial: optuna.Trial, of: int) -> None:
+    trial.set_user_attr(_DUPLICATE, of)
+
+
+def write_owner(trial: optuna.Trial) -> None:
+    trial.set_user_attr(_OWNER, {"host": socket.gethostname(), "pid": os.getpid()})
+
+
+def fail_stale(study: optuna.Study, trial_id: int, result: TrialResult) -> None:
+    """Record `result` on a trial some other (dead) process left RUNNING, and fail it."""
+    study._storage.set_trial_user_attr(trial_id, _RESULT, result.to_dict())
+    study._storage.set_trial_state_values(trial_id, TrialState.FAIL)
+
+
+def read_role(trial: optuna.Trial) -> str:
+    """The role a running trial was enqueued with ("" for the sampler's own)."""
+    return str(trial.user_attrs.get(_ROLE) or "")
+
+
+def enqueue_config(study: optuna.Study, params: dict[str, Any], role: str) -> None:
+    """Queue a trial with these Optuna params, remembered with its role."""
+    # "baseline" too, so that a user filtering the study's trials (optuna-dashboard) finds it.
+    study.enqueue_trial(params, user_attrs={_ROLE: role, "baseline": role == BASELINE})
+
+
+def role_taken(study: optuna.Study, role: str) -> bool:
+    """Whether a trial of `role` is done, running or waiting."""
+    live = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
+    return any(t.user_attrs.get(_ROLE) == role and t.state in live
+               for t in study.get_trials(deepcopy=False))
+
+
+def trial_id(study: optuna.Study, number: int) -> int:
+    return study.get_trials(deepcopy=False)[number]._trial_id
+
+
+# -- study-level attributes ----------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StudyInfo:
+    """What a study measures: fixed when it is created, checked when it is resumed."""
+
+    adapter: str
+    unit: str
+    space: str
+    device: str
+
+
+def read_info(study: optuna.Study) -> StudyInfo | None:
+    attrs = study.user_attrs
+    if not all(k in attrs for k in _INFO_KEYS):
+        return None
+    return StudyInfo(**{k: attrs[k] for k in _INFO_KEYS})
+
+
+def write_info(study: optuna.Study, info: StudyInfo) -> None:
+    for key, value in dataclasses.asdict(info).items():
+        study.set_user_attr(key, value)
+
+
+def read_fingerprint(study: optuna.Study) -> Fingerprint | None:
+    data = study.user_attrs.get("fingerprint")
+    if not data:
+        return None
+    fields = {f.name for f in dataclasses.fields(Fingerprint)}
+    return Fingerprint(**{k: v for k, v in data.items() if k in fields})
+
+
+def write_fingerprint(study: optuna.Study, fingerprint: Fingerprint) -> None:
+    study.set_user_attr("fingerprint", dataclasses.asdict(fingerprint))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ConfirmationEntry:
+    """One config's fresh re-runs after the search."""
+
+    trial: int
+    """The search trial whose config was re-run."""
+    baseline: bool
+    search_throughput: float
+    throughputs: tuple[float, ...]
+    """Each ok re-run's rate, in the order they ran."""
+    median: float | None
+    spread: float | None
+    statuses: tuple[str, ...]
+
+
+def read_confirmation(study: optuna.Study) -> list[ConfirmationEntry] | None:
+    data = study.user_attrs.get("confirmation")
+    if not data:
+        return None
+    return [ConfirmationEntry(**{**c, "throughputs": tuple(c["throughputs"]),
+                                 "statuses": tuple(c["statuses"])}) for c in data]
+
+
+def write_confirmation(study: optuna.Study, entries: Sequence[ConfirmationEntry] | None) -> None:
+    """Store the confirmation (None: stale, new trials ran since)."""
+    study.set_user_attr("confirmation", None if entries is None else [
+        {**dataclasses.asdict(c), "throughputs": list(c.throughputs),
+         "statuses": list(c.statuses)} for c in entries])

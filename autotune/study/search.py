@@ -1,0 +1,327 @@
+"""The study: Optuna ask/tell over the space, one fresh process per trial, outputs after each.
+
+Trial 0 is the baseline (PyTorch's defaults at the adapter's batch size). Outcomes that are a
+property of the config (oom, nan, error, timeout, crashed) are told as COMPLETE but infeasible
+(`trial.set_constraint`), so TPE learns to avoid them; interruptions and trials cut short by the
+study's own budget say nothing about the config and are told as FAIL. Re-running the same
+command continues the same study.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import socket
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+import optuna
+from optuna.trial import TrialState
+
+from autotune.adapter import Adapter
+from autotune.contract.config import TrainConfig
+from autotune.contract.errors import InputError
+from autotune.contract.host import available_cpus
+from autotune.contract.request import MeasureSettings
+from autotune.contract.result import Status, TrialResult
+from autotune.study import records
+from autotune.study.confirm import Candidate, candidates, estimate_seconds, run_confirmation
+from autotune.study.objective import Objective
+from autotune.study.runner import Runner
+from autotune.study.searchspace import SearchSpace
+from autotune.study.starts import enqueue, follow_ups, initial_starts
+from autotune.study.storage import absolute_storage, open_storage
+from autotune.study.winner import Winner, pick_winner
+
+__all__ = ["Interrupted", "Search", "SearchListener", "SearchSettings"]
+
+# Constraint key: > 0 means the trial did not produce a usable measurement.
+FEASIBLE = "usable"
+# A trial is not started with less than this left of the study's budget.
+MIN_TRIAL_SECONDS = 10.0
+
+
+class Interrupted(Exception):
+    """The search was stopped by a signal; outputs for the finished trials are written."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SearchSettings:
+    adapter: Path
+    """The adapter file."""
+    space_source: str
+    """The space file (recorded in the study)."""
+    device: str
+    """"cuda" or "cpu"."""
+    out: Path
+    """Output folder: best.yaml, trials.csv, throughput.png, trials/<n>/."""
+    storage: str
+    """Optuna storage URL or file."""
+    study_name: str
+    trials: int = 20
+    """Stop once the study holds this many finished trials (resumed runs count earlier ones)."""
+    timeout: float | None = None
+    """Seconds for this invocation; no trial starts after, a running one is cut at the deadline."""
+    trial_timeout: float = 300.0
+    """Seconds one trial may take, start-up and compile included."""
+    seed: int | None = None
+    measure: MeasureSettings = MeasureSettings()
+    confirm: int = 3
+    """After the search, re-run this many top configs (and the baseline); 0 skips it."""
+    confirm_repeats: int = 2
+    """Runs of each confirmed config, in shuffled order."""
+
+    def __post_init__(self) -> None:
+        # One name for the storage whatever the working directory (study.yaml records it).
+        object.__setattr__(self, "storage", absolute_storage(self.storage))
+        if self.confirm < 0 or self.confirm_repeats < 1:
+            raise ValueError(f"need confirm >= 0 and confirm_repeats >= 1, got {self.confirm=}, "
+                             f"{self.confirm_repeats=}")
+        if self.trials < 1:
+            raise ValueError(f"trials must be at least 1, got {self.trials=}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {self.timeout=}")
+        if self.trial_timeout <= 0:
+            raise ValueError(f"trial_timeout must be positive, got {self.trial_timeout=}")
+        if self.device not in ("cuda", "cpu"):
+            raise ValueError(f"device must be cuda or cpu, got {self.device=}")
+
+
+class SearchListener(Protocol):
+    """Progress reporting (the rich display, or nothing in tests)."""
+
+    def started(self, settings: SearchSettings, done: int, unit: str) -> None: ...
+    def trial_started(self, number: int, config: TrainConfig, limit: float) -> None: ...
+    def trial_event(self, number: int, event: dict[str, Any]) -> None: ...
+    def trial_finished(self, number: int, result: TrialResult, winner: Winner | None) -> None: ...
+    def confirm_started(self, cands: list[Candidate], repeats: int) -> None: ...
+    def confirm_result(self, cand: Candidate, result: TrialResult) -> None: ...
+    def finished(self, winner: Winner | None) -> None: ...
+
+
+class Search:
+    """The loop: ask, run the objective, tell; after the budget, confirm the leaders.
+
+    `on_change` is called with the study after every finished trial and at the end (the CLI
+    writes the outputs there); the search itself writes nothing but the study.
+    """
+
+    def __init__(
+        self,
+        settings: SearchSettings,
+        space: SearchSpace,
+        adapter: type[Adapter],
+        *,
+        runner: Runner,
+        listener: SearchListener,
+        on_change: Callable[[optuna.Study], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.space = space
+        self.adapter = adapter
+        self.runner = runner
+        self.listener = listener
+        self.on_change = on_change or (lambda study: None)
+        self._signal: int | None = None
+        self.study = self._open_study()
+        self.objective = Objective(
+            adapter=settings.adapter, device=settings.device, out=settings.out, runner=runner,
+            measure=settings.measure,
+            finished=lambda: records.read_records(self.study, [TrialState.COMPLETE]))
+
+    # -- setup -----------------------------------------------------------------------------
+
+    def _open_study(self) -> optuna.Study:
+        s = self.settings
+        with warnings.catch_warnings():
+            # multivariate/group/constant_liar are "experimental" in Optuna: chosen knowingly.
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            sampler = optuna.samplers.TPESampler(
+                seed=s.seed,
+                multivariate=True,
+                group=True,  # conditional knobs (prefetch only with workers) form groups
+                constant_liar=True,  # processes sharing a study do not propose the same config
+                n_startup_trials=5,
+            )
+        study = optuna.create_study(
+            storage=open_storage(s.storage),
+            study_name=s.study_name,
+            direction="maximize",
+            sampler=sampler,
+            load_if_exists=True,
+        )
+        info = records.read_info(study)
+        if info is None:
+            records.write_info(study, records.StudyInfo(
+                adapter=str(s.adapter), unit=self.adapter.unit, space=self.space.source,
+                device=s.device))
+        elif info.unit != self.adapter.unit:
+            raise InputError(
+                f"study {s.study_name!r} in {s.storage} measures {info.unit}, this adapter "
+                f"{self.adapter.unit}; pass another --study-name for a new study"
+            )
+        elif info.device != s.device:
+            raise InputError(
+                f"study {s.study_name!r} in {s.storage} was measured on {info.device}, this "
+                f"run is on {s.device}: their throughputs cannot be ranked together; pass "
+                f"--device {info.device} or another --study-name"
+            )
+        return study
+
+    def _recover_stale(self) -> None:
+        """Trials left RUNNING by a process on this host that is gone become FAIL (interrupted)."""
+        host = socket.gethostname()
+        for record in records.read_records(self.study, [TrialState.RUNNING]):
+            owner = record.owner or {}
+            if owner.get("host") == host and not _alive(owner.get("pid", -1)):
+                result = TrialResult(status=Status.INTERRUPTED,
+                                     reason="the process running it stopped before it finished")
+                try:
+                    records.fail_stale(self.study, records.trial_id(self.study, record.number),
+                                       result)
+                except optuna.exceptions.UpdateFinishedTrialError:
+                    pass  # finished meanwhile by someone else
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def done(self) -> int:
+        return len(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+
+    def winner(self) -> Winner | None:
+        return pick_winner(records.read_records(self.study),
+                           records.read_confirmation(self.study))
+
+    def run(self) -> Winner | None:
+        """Search, then confirm the top configs; returns the winner best.yaml reports."""
+        s = self.settings
+        s.out.mkdir(parents=True, exist_ok=True)
+        self._recover_stale()
+        enqueue(self.study, self.space, initial_starts(
+            self.space, self.adapter, device=s.device, cpus=available_cpus()))
+        records.write_confirmation(self.study, None)  # stale once new trials run
+        deadline = None if s.timeout is None else time.monotonic() + s.timeout
+        self.listener.started(s, self.done(), self.adapter.unit)
+        with self._signals():
+            while self.done() < s.trials and self._signal is None:
+                limit = s.trial_timeout
+                if deadline is not None:
+                    # Keep what confirming the current leaders will take.
+                    reserve = estimate_seconds(self._candidates(), s.confirm_repeats)
+                    remaining = deadline - time.monotonic() - reserve
+                    if remaining < MIN_TRIAL_SECONDS:
+                        break
+                    limit = min(limit, remaining)
+                self._one_trial(limit, budget_cut=limit < s.trial_timeout)
+            if self._signal is None:
+                self._confirm()
+        self.on_change(self.study)
+        winner = self.winner()
+        self.listener.finished(winner)
+        if self._signal is not None:
+            raise Interrupted(self._signal)
+        return winner
+
+    def _candidates(self) -> list[Candidate]:
+        if self.settings.confirm == 0:
+            return []
+        return candidates(records.read_records(self.study), self.settings.confirm)
+
+    def _confirm(self) -> None:
+        s = self.settings
+        cands = self._candidates()
+        if not any(not c.baseline for c in cands):
+            return  # nothing but the baseline ran ok: nothing to confirm
+        self.listener.confirm_started(cands, s.confirm_repeats)
+        summary = run_confirmation(
+            cands, adapter=s.adapter, device=s.device, runner=self.runner, out=s.out,
+            repeats=s.confirm_repeats, trial_timeout=s.trial_timeout, measure=s.measure,
+            seed=s.seed, on_result=self.listener.confirm_result,
+        )
+        if self._signal is None:
+            records.write_confirmation(self.study, summary)
+
+    def _one_trial(self, limit: float, *, budget_cut: bool) -> None:
+        s = self.settings
+        trial = self.study.ask()
+        records.write_owner(trial)
+        try:
+            config = self.space.suggest(trial)
+        except ValueError as exc:  # Optuna: the stored study has other distributions
+            self.study.tell(trial, state=TrialState.FAIL)
+            raise InputError(
+                f"study {s.study_name!r} was made with another search space ({exc}); pass another "
+                "--study-name, or the space it was made with"
+            ) from None
+        records.write_config(trial, config)
+        self.listener.trial_started(trial.number, config, limit)
+        outcome = self.objective(trial.number, config, limit=limit,
+                                 on_event=lambda e: self.listener.trial_event(trial.number, e))
+        result = outcome.result
+        if outcome.duplicate_of is not None:
+            records.write_duplicate(trial, outcome.duplicate_of)
+        if result.fingerprint is not None and records.read_fingerprint(self.study) is None:
+            records.write_fingerprint(self.study, result.fingerprint)
+        self._tell(trial, result, budget_cut=budget_cut)
+        if records.read_role(trial) == "recipe" and result.status is Status.OK:
+            verdict = result.diagnosis.verdict if result.diagnosis is not None else None
+            enqueue(self.study, self.space, follow_ups(self.space, config, verdict))
+        self.on_change(self.study)
+        if outcome.duplicate_of is not None:
+            # For the display only; the study keeps the copy.
+            note = f"same config as trial {outcome.duplicate_of}: not re-run" + (
+                f" ({result.reason})" if result.reason else "")
+            result = result.replace(reason=note)
+        self.listener.trial_finished(trial.number, result, self.winner())
+
+    def _tell(self, trial: optuna.Trial, result: TrialResult, *, budget_cut: bool) -> None:
+        records.write_result(trial, result)
+        if result.status is Status.OK:
+            trial.set_constraint(FEASIBLE, 0.0)
+            self.study.tell(trial, result.throughput)
+        elif result.status.says_something and not (budget_cut and result.status is Status.TIMEOUT):
+            trial.set_constraint(FEASIBLE, 1.0)
+            self.study.tell(trial, 0.0)
+        else:
+            self.study.tell(trial, state=TrialState.FAIL)
+
+    @contextmanager
+    def _signals(self) -> Iterator[None]:
+        """SIGINT/SIGTERM: stop the running trial (and its children), then stop the search."""
+
+        def handler(signum: int, frame: Any) -> None:
+            self._signal = signum
+            interrupt = getattr(self.runner, "interrupt", None)
+            if interrupt is not None:
+                interrupt(f"stopped by {signal.Signals(signum).name}")
+
+        try:
+            previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+        except ValueError:  # not the main thread: leave signals alone
+            yield
+            return
+        try:
+            yield
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

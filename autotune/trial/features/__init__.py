@@ -1,0 +1,1 @@
+"""One small `apply_*` function per knob family; `autotune.trial.compose` fixes their order."""

@@ -1,0 +1,221 @@
+"""Steady-state timing of a training step: warm-up, then synchronized windows until they agree.
+
+Rules (see shared/design.md): discard warm-up; bracket each timed window with synchronization;
+`perf_counter`, never `time.time`; no `.item()` inside timed steps; count what the user pays
+(the wait for the DataLoader and the host-to-device copy happen inside the step); report the
+median of several windows and their spread, and keep measuring until the windows agree or the
+budget ends. The clock and the synchronization are injected, so tests need no GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from autotune.contract.request import MeasureSettings
+from autotune.contract.stats import relative_spread
+
+__all__ = [
+    "Measurement",
+    "MeasureSettings",
+    "NonFiniteLoss",
+    "StepResult",
+    "Window",
+    "measure",
+    "relative_spread",
+]
+
+
+class NonFiniteLoss(Exception):
+    """The loss became NaN or infinite: the configuration is broken, not fast."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StepResult:
+    """What one optimizer step reports back."""
+
+    items: int
+    """Units (samples, tokens, ...) processed."""
+    data_wait: float
+    """Seconds blocked waiting for the DataLoader's next batch."""
+
+
+class Step(Protocol):
+    def __call__(self) -> StepResult: ...
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Window:
+    steps: int
+    items: int
+    seconds: float
+    data_wait: float
+
+    @property
+    def throughput(self) -> float:
+        return self.items / self.seconds
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Measurement:
+    windows: tuple[Window, ...]
+    warmup_steps: int
+    warmup_seconds: float
+    """Wall time of the whole warm-up (compile included)."""
+    compile_seconds: float
+    """First step's time beyond a steady step: compilation and first-call setup."""
+    converged: bool
+    settled: bool
+    """Whether warm-up saw step times settle (False: it hit max_warmup_steps)."""
+    tolerance: float
+    agree: int = 3
+
+    @property
+    def throughput(self) -> float:
+        """Median units/s over the timed windows."""
+        return statistics.median(w.throughput for w in self.windows)
+
+    @property
+    def spread(self) -> float:
+        """Relative spread of the last windows' throughputs ((max - min) / median)."""
+        return relative_spread([w.throughput for w in self.windows[-self.agree:]])
+
+    @property
+    def step_seconds(self) -> float:
+        """Median seconds per optimizer step."""
+        return statistics.median(w.seconds / w.steps for w in self.windows)
+
+    @property
+    def data_wait_fraction(self) -> float:
+        """Share of timed wall time spent waiting for input."""
+        return sum(w.data_wait for w in self.windows) / sum(w.seconds for w in self.windows)
+
+    def summary(self) -> dict[str, float | int | bool]:
+        return {
+            "throughput": self.throughput,
+            "spread": self.spread,
+            "step_seconds": self.step_seconds,
+            "data_wait_fraction": self.data_wait_fraction,
+            "warmup_steps": self.warmup_steps,
+            "warmup_seconds": self.warmup_seconds,
+            "compile_seconds": self.compile_seconds,
+            "windows": len(self.windows),
+            "converged": self.converged,
+            "settled": self.settled,
+        }
+
+
+def measure(
+    step: Step,
+    *,
+    sync: Callable[[], None],
+    finite: Callable[[], bool],
+    settings: MeasureSettings,
+    clock: Callable[[], float] = time.perf_counter,
+    on_window: Callable[[Window], None] | None = None,
+    on_timed_start: Callable[[], None] | None = None,
+) -> Measurement:
+    """Warm `step` up, then time windows of it until they agree or the budget ends.
+
+    `sync` waits for queued device work (torch.cuda.synchronize); `finite` syncs and says whether
+    every loss so far was finite. `on_timed_start` is called once, right before the first timed
+    window (after warm-up). Raises `NonFiniteLoss` as soon as a check fails.
+    """
+    s = settings
+    start = clock()
+    compute_times: list[float] = []
+    wall_times: list[float] = []
+    settled = False
+    drained = 0  # batches consumed since step times settled
+    steps = 0
+    while steps < s.max_warmup_steps:
+        t0 = clock()
+        result = step()
+        sync()
+        wall_times.append(clock() - t0)
+        compute_times.append(wall_times[-1] - result.data_wait)
+        steps += 1
+        if settled:
+            drained += s.grad_accum
+        elif steps >= s.min_warmup_steps and _settled(compute_times[-2:], s.settle_ratio):
+            settled = True
+        if settled and drained >= s.prefetch_batches:
+            break
+    if not finite():
+        raise NonFiniteLoss(f"loss was not finite during warm-up ({steps} steps)")
+    warmup_seconds = clock() - start
+    steady = statistics.median(compute_times[-2:])
+    compile_seconds = max(0.0, compute_times[0] - steady)
+
+    # At least 3 rounds of all workers: an input-bound loader delivers whole batches in bursts,
+    # and a shorter window reads noise (design rule; 2x spread seen with 15 workers, 10 steps).
+    rounds = max(s.min_window_steps, math.ceil(3 * s.num_workers / s.grad_accum))
+    # Size windows by wall time per step (data wait included): an input-bound step sized by its
+    # compute time alone would run into the 2x cap every window.
+    wall = statistics.median(wall_times[-2:])
+    per_window = max(rounds, math.ceil(s.window_seconds / max(wall, 1e-9)))
+    windows: list[Window] = []
+    converged = False
+    if on_timed_start is not None:
+        on_timed_start()
+    timed_start = clock()
+    while True:
+        windows.append(_window(step, per_window, sync, clock,
+                               max_seconds=2 * s.window_seconds, min_steps=rounds))
+        if on_window is not None:
+            on_window(windows[-1])
+        if not finite():
+            raise NonFiniteLoss(f"loss was not finite in timed window {len(windows)}")
+        if (
+            len(windows) >= max(s.min_windows, s.agree)
+            and relative_spread([w.throughput for w in windows[-s.agree:]]) <= s.tolerance
+        ):
+            converged = True
+            break
+        out_of_time = clock() - timed_start >= s.budget_seconds
+        if len(windows) >= s.max_windows or (out_of_time and len(windows) >= s.min_windows):
+            break
+    return Measurement(
+        windows=tuple(windows),
+        warmup_steps=steps,
+        warmup_seconds=warmup_seconds,
+        compile_seconds=compile_seconds,
+        converged=converged,
+        settled=settled,
+        tolerance=s.tolerance,
+        agree=s.agree,
+    )
+
+
+def _settled(times: Sequence[float], ratio: float) -> bool:
+    lo, hi = min(times), max(times)
+    return lo > 0 and hi / lo <= ratio
+
+
+def _window(
+    step: Step,
+    n: int,
+    sync: Callable[[], None],
+    clock: Callable[[], float],
+    *,
+    max_seconds: float,
+    min_steps: int,
+) -> Window:
+    """`n` steps between two synchronizations, ended early (never before `min_steps`) once the
+    host has spent `max_seconds`, so that a slowdown cannot stretch one window over the budget."""
+    sync()
+    t0 = clock()
+    items = 0
+    wait = 0.0
+    steps = 0
+    while steps < n and (steps < min_steps or clock() - t0 < max_seconds):
+        result = step()
+        items += result.items
+        wait += result.data_wait
+        steps += 1
+    sync()
+    return Window(steps=steps, items=items, seconds=clock() - t0, data_wait=wait)

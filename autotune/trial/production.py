@@ -1,0 +1,86 @@
+"""`load_config`: a tuned config back in production code, with the helpers that apply it.
+
+The helpers call the very functions the trials measured with (`compose.apply_model_features`,
+the loader knobs, the autocast and scaler of `features.amp`): what was measured is what runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from autotune.contract.config import TrainConfig, read_config
+from autotune.contract.errors import InputError
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["TunedConfig", "load_config"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TunedConfig:
+    """A `TrainConfig` and the device it was tuned on. Knob values read through:
+    `cfg.batch_size`, `cfg.pin_memory`, `cfg.grad_accum`, ..."""
+
+    config: TrainConfig
+    device: str = "cuda"
+    """"cuda" or "cpu": where it was measured, and what the helpers default to."""
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names the dataclass itself lacks: the knobs and TrainConfig's helpers.
+        if name.startswith("__") or name == "config":
+            raise AttributeError(name)
+        return getattr(self.config, name)
+
+    def dataloader_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for `torch.utils.data.DataLoader` (add your dataset, sampler or
+        shuffle, collate_fn: what is loaded stays yours)."""
+        from autotune.trial.compose import loader_knobs
+
+        return loader_knobs(self.config)
+
+    def autocast(self, device_type: str | None = None) -> contextlib.AbstractContextManager[Any]:
+        """The autocast context for forward and loss (a no-op for fp32 and tf32), on the
+        device the config was tuned on unless told otherwise."""
+        from autotune.trial.features.amp import autocast
+
+        return autocast(self.config.amp_dtype, device_type or self.device)
+
+    def grad_scaler(self, device_type: str | None = None) -> torch.amp.GradScaler:
+        """A GradScaler, enabled only for fp16."""
+        from autotune.trial.features.amp import grad_scaler
+
+        return grad_scaler(self.config.amp_dtype, device_type or self.device)
+
+    def wrap_model(
+        self, model: torch.nn.Module, blocks: Sequence[torch.nn.Module] = ()
+    ) -> torch.nn.Module:
+        """Set the matmul precision, checkpoint `blocks`, then compile: returns the module to
+        call in training, built in the same order the trials measured."""
+        from autotune.trial.compose import apply_model_features
+
+        wrapped, _ = apply_model_features(
+            model, blocks, amp_dtype=self.config.amp_dtype, checkpoint=self.config.checkpoint,
+            compile=self.config.compile)
+        return wrapped
+
+
+def load_config(path: str | Path) -> TunedConfig:
+    """Read `best.yaml` (or a YAML of knobs alone) with the device it was tuned on."""
+    config = read_config(path)
+    device = "cuda"
+    try:
+        doc = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:  # read_config succeeded: should not happen
+        raise InputError(f"{path}: cannot read it again ({exc})") from None
+    if isinstance(doc, Mapping):
+        provenance = doc.get("provenance")
+        if isinstance(provenance, Mapping) and provenance.get("device_kind") in ("cuda", "cpu"):
+            device = str(provenance["device_kind"])
+    return TunedConfig(config=config, device=device)

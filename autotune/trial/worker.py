@@ -1,0 +1,205 @@
+"""The trial process: compose the user's step with one config, measure it, report JSON.
+
+Run as `python -m autotune.trial.worker TRIAL_DIR`. The parent has already set the allocator
+environment (it is read when CUDA starts, so it cannot be set from here in time) and reads
+`TRIAL_DIR/result.json` when this process ends; window results stream to `events.jsonl`.
+Every outcome the trial can name (ok, oom, nan, error) is a result, not a crash.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import resource
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from autotune.contract.allocator import ALLOC_ENV
+from autotune.contract.config import TrainConfig
+from autotune.contract.request import LAUNCH_ENV, MeasureSettings, TrialRequest
+from autotune.contract.result import Status, TrialResult
+from autotune.trial.hostcpu import CpuTimes, cpu_usage, read_cpu_times
+from autotune.trial.lifetime import die_with_parent
+from autotune.trial.measure import NonFiniteLoss, Window
+
+__all__ = ["main", "run_trial", "settings_for"]
+
+
+def settings_for(config: TrainConfig, base: MeasureSettings) -> MeasureSettings:
+    """Fill in what the measurement must know about the loader and accumulation."""
+    # PyTorch's DataLoader holds num_workers * prefetch_factor batches ahead (default factor 2).
+    prefetch = config.num_workers * (config.prefetch_factor or 2)
+    return dataclasses.replace(
+        base,
+        num_workers=config.num_workers,
+        grad_accum=config.grad_accum,
+        prefetch_batches=prefetch,
+    )
+
+
+def run_trial(request: TrialRequest, events: Path | None = None,
+              started: float | None = None) -> TrialResult:
+    """Compose and measure one config; return its outcome (never raises for trial failures).
+
+    `started` is the `perf_counter` time the process (or fork) began: what came before
+    composing is the trial's start-up phase."""
+    import torch
+
+    from autotune.adapter import load_adapter
+    from autotune.trial.compose import compose
+    from autotune.trial.fingerprint import fingerprint
+    from autotune.trial.measure import measure
+    from autotune.trial.oom import is_oom_error
+
+    config = request.config
+    device = torch.device(request.device)
+    unit = "samples"
+    step = None
+    facts: dict[str, Any] = {}
+    phases = _Phases(events, started)
+
+    def on_window(w: Window) -> None:
+        phases.emit({"event": "window", "throughput": w.throughput, "seconds": w.seconds,
+                     "steps": w.steps, "data_wait": w.data_wait})
+
+    try:
+        if request.check_env and os.environ.get(ALLOC_ENV, "") != config.alloc_conf:
+            raise RuntimeError(
+                f"{ALLOC_ENV}={os.environ.get(ALLOC_ENV, '')!r} in the trial process, expected "
+                f"{config.alloc_conf!r}: the allocator settings did not reach it"
+            )
+        phases.enter("compose")
+        adapter_cls = load_adapter(request.adapter)
+        unit = adapter_cls.unit
+        facts["fingerprint"] = fingerprint(device)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        step = compose(adapter_cls(), config, device)
+        facts["blocks_checkpointed"] = step.blocks_checkpointed
+        phases.emit({"event": "composed"})
+        phases.enter("warmup")
+        settings = settings_for(config, request.measure)
+        cpu_start: list[CpuTimes | None] = []
+
+        def timed_start() -> None:
+            phases.enter("windows")
+            cpu_start.append(read_cpu_times())
+
+        m = measure(step, sync=step.sync, finite=step.finite, settings=settings,
+                    on_window=on_window, on_timed_start=timed_start)
+        facts["host_cpu"] = cpu_usage(cpu_start[0] if cpu_start else None, read_cpu_times())
+        if request.diagnose:
+            phases.enter("diagnosis")
+            facts.update(_diagnose(step, m, settings.prefetch_batches,
+                                   cpu_busy_fraction=getattr(facts["host_cpu"], "busy_fraction",
+                                                             None)))
+        phases.enter("")
+        result = TrialResult(
+            status=Status.OK, unit=unit, throughput=m.throughput, spread=m.spread,
+            step_seconds=m.step_seconds, data_wait_fraction=m.data_wait_fraction,
+            warmup_steps=m.warmup_steps, warmup_seconds=m.warmup_seconds,
+            compile_seconds=m.compile_seconds, windows=len(m.windows), converged=m.converged,
+            settled=m.settled, window_throughputs=tuple(w.throughput for w in m.windows),
+            **_memory(device), **facts)
+    except NonFiniteLoss as exc:
+        result = TrialResult(status=Status.NAN, reason=str(exc), unit=unit, **_memory(device),
+                             **facts)
+    except Exception as exc:  # the trial's outcome: classified, with its traceback in the log
+        traceback.print_exc()
+        reason = _one_line(exc)
+        status = Status.OOM if is_oom_error(exc) else Status.ERROR
+        result = TrialResult(status=status, reason=reason, unit=unit, **_memory(device), **facts)
+    finally:
+        if step is not None:
+            step.close()
+    phases.enter("")
+    return result.replace(phases=phases.seconds)
+
+
+class _Phases:
+    """Which phase the trial is in, streamed as events, and the seconds each one took."""
+
+    def __init__(self, events: Path | None, started: float | None) -> None:
+        self.events = events
+        self.seconds: dict[str, float] = {}
+        self.current = "start"
+        self.since = time.perf_counter() if started is None else started
+
+    def emit(self, event: dict[str, Any]) -> None:
+        if self.events is not None:
+            with self.events.open("a") as f:
+                f.write(json.dumps(event) + "\n")
+
+    def enter(self, phase: str) -> None:
+        now = time.perf_counter()
+        if self.current:
+            self.seconds[self.current] = self.seconds.get(self.current, 0.0) + now - self.since
+        self.current, self.since = phase, now
+        if phase:
+            self.emit({"event": "phase", "phase": phase, "time": time.time()})
+
+
+def _diagnose(step: Any, m: Any, prefetch_batches: int, *,
+              cpu_busy_fraction: float | None) -> dict[str, Any]:
+    """The bottleneck diagnosis; a failure here is noted, never turns an ok trial into an error."""
+    from autotune.trial.diagnose import diagnose
+
+    try:
+        d = diagnose(step, throughput=m.throughput, data_wait_fraction=m.data_wait_fraction,
+                     prefetch_batches=prefetch_batches, cpu_busy_fraction=cpu_busy_fraction)
+    except Exception as exc:  # recorded with its traceback in the log
+        traceback.print_exc()
+        return {"diagnosis_error": _one_line(exc)}
+    return {"diagnosis": d}
+
+
+def _one_line(exc: BaseException) -> str:
+    """Type and message on one line. A multi-line message keeps its last line too: a DataLoader
+    worker's exception arrives as "Caught ValueError in DataLoader worker process 0." with the
+    original error ("ValueError: bad sample 3") on the last line."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    if len(lines) > 1:
+        text += f" ... {lines[-1]}"
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+def _memory(device: Any) -> dict[str, float | None]:
+    import torch
+
+    # ru_maxrss is in KiB on Linux: the process's peak resident host memory.
+    memory: dict[str, float | None] = {
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    }
+    if device.type == "cuda" and torch.cuda.is_initialized():
+        memory["peak_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+        memory["peak_reserved_mb"] = torch.cuda.max_memory_reserved(device) / 2**20
+    return memory
+
+
+def main(argv: list[str] | None = None, *, started: float | None = None) -> int:
+    if started is None:
+        # The parent stamps when it launched this process: start-up (interpreter, imports)
+        # counts as the trial's "start" phase.
+        launched = float(os.environ.get(LAUNCH_ENV) or time.time())
+        started = time.perf_counter() - max(0.0, time.time() - launched)
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m autotune.trial.worker TRIAL_DIR", file=sys.stderr)
+        return 2
+    die_with_parent()
+    trial_dir = Path(args[0])
+    request = TrialRequest.from_dict(json.loads((trial_dir / "request.json").read_text()))
+    result = run_trial(request, events=trial_dir / "events.jsonl", started=started)
+    result = result.replace(duration_seconds=time.perf_counter() - started)
+    result.save(trial_dir / "result.json")
+    print(f"autotune trial {request.number}: {result.status.value} {result.reason}".rstrip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""The layout is enforced: no import cycle in the package, and the trial process's entry point
+loads neither Optuna, rich nor matplotlib (the layer contracts themselves are import-linter's,
+run by `lint-imports` in CI)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import grimp
+from helpers import REPO_ROOT
+
+
+def _cycles(adjacency: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in adjacency[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(adjacency):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_in_the_package() -> None:
+    graph = grimp.build_graph("autotune")
+    modules = set(graph.modules)
+    adjacency = {m: set(graph.find_modules_directly_imported_by(m)) & modules for m in modules}
+    assert _cycles(adjacency) == []
+
+
+def test_trial_entry_point_loads_no_optuna_rich_or_matplotlib() -> None:
+    code = ("import sys, autotune.trial.worker; "
+            "print(sorted(m for m in ('optuna', 'rich', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "[]"
