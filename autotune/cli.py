@@ -84,17 +84,27 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--out", type=Path, default=None,
                         help="output folder (default: results/STUDY_NAME)")
     search.add_argument("--seed", type=_seed, default=None, help="sampler seed (0 to 2**32 - 1)")
-    search.add_argument("--measure-seconds", type=_positive(float), default=20.0,
-                        help="seconds of timed windows per trial after warm-up: measuring stops "
-                        "there even if the windows disagree (3 windows are always timed; "
-                        "default 20)")
+    search.add_argument("--measure-seconds", type=_positive(float), default=5.0,
+                        help="most seconds of timed windows per search trial after warm-up: "
+                        "measuring stops earlier once the median is known to "
+                        "--search-tolerance (3 windows are always timed; default 5)")
+    search.add_argument("--search-tolerance", type=_positive(float), default=0.05,
+                        help="search trials stop timing once the median's 95%% confidence "
+                        "interval is within +-this fraction (default 0.05: enough to rank and "
+                        "prune; the confirmation pins the winner down to --tolerance)")
+    search.add_argument("--confirm-measure-seconds", type=_positive(float), default=20.0,
+                        help="the same for each confirmation run (default 20)")
     search.add_argument("--confirm", type=int, default=3,
                         help="after the search, re-run this many top configs and the baseline in "
                         "fresh processes; the winner is picked on those runs (default 3; 0 skips)")
     search.add_argument("--confirm-repeats", type=_positive(int), default=2,
                         help="runs of each confirmed config, in shuffled order (default 2)")
-    search.add_argument("--tolerance", type=_positive(float), default=0.03,
-                        help="windows agree when their relative spread is below this (default 0.03)")
+    search.add_argument("--tolerance", type=_positive(float), default=0.02,
+                        help="confirmation runs stop timing once the median's 95%% confidence "
+                        "interval is within +-this fraction of it (default 0.02)")
+    search.add_argument("--no-prune", action="store_true",
+                        help="measure every trial to the end, even one clearly slower than the "
+                        "best so far")
     search.set_defaults(func=_search)
 
     show = sub.add_parser("show", help="print the top trials of a study's output folder")
@@ -136,7 +146,8 @@ def _search(args: argparse.Namespace) -> int:
     from autotune.adapter import load_adapter
     from autotune.contract.request import MeasureSettings
     from autotune.outputs.display import RichDisplay
-    from autotune.outputs.report import write_outputs
+    from autotune.outputs.report import OutputWriter
+    from autotune.study.forkserver import ForkServerRunner
     from autotune.study.runner import SubprocessRunner
     from autotune.study.search import Interrupted, Search, SearchSettings
     from autotune.study.space import find_space, load_space
@@ -151,8 +162,10 @@ def _search(args: argparse.Namespace) -> int:
     space = load_space(space_path, adapter=adapter, device_type=device)
     if args.confirm < 0:
         raise InputError(f"--confirm {args.confirm}: must be 0 (no confirmation) or more")
-    if args.tolerance >= 1:
-        raise InputError(f"--tolerance {args.tolerance}: must be a fraction below 1, e.g. 0.03")
+    for flag, value in (("--tolerance", args.tolerance),
+                        ("--search-tolerance", args.search_tolerance)):
+        if value >= 1:
+            raise InputError(f"{flag} {value}: must be a fraction below 1, e.g. 0.02")
     study_name = args.study_name or args.adapter.stem
     out = args.out or Path("results") / study_name
     _check_writable(out)
@@ -167,19 +180,32 @@ def _search(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         trial_timeout=_trial_timeout(args.trial_timeout, args.timeout),
         seed=args.seed,
-        measure=MeasureSettings(budget_seconds=args.measure_seconds, tolerance=args.tolerance),
+        # Search-phase windows are shorter than confirmation's: the search ranks, the
+        # confirmation reports.
+        measure=MeasureSettings(window_seconds=0.5, budget_seconds=args.measure_seconds,
+                                tolerance=args.search_tolerance),
+        confirm_measure=MeasureSettings(window_seconds=1.0,
+                                        budget_seconds=args.confirm_measure_seconds,
+                                        tolerance=args.tolerance),
         confirm=args.confirm,
         confirm_repeats=args.confirm_repeats,
+        prune=not args.no_prune,
     )
     display = RichDisplay()
-    search = Search(settings, space, adapter, runner=SubprocessRunner(), listener=display,
-                    on_change=lambda study: write_outputs(study, settings))
+    cache = out / "compile-cache"
+    runner = ForkServerRunner(log=out / "forkserver.log", cache_dir=cache)
+    writer = OutputWriter(settings)
+    search = Search(settings, space, adapter, runner=runner, listener=display, on_change=writer,
+                    confirm_runner=SubprocessRunner(cache_dir=cache))
     try:
         winner = search.run()
     except Interrupted as exc:
         display.console.print(f"[yellow]{exc}[/]: finished trials are saved in {out}/; run the "
                               "same command again to continue the study")
         return 128 + exc.signum
+    finally:
+        runner.close()
+        writer.finish(search.study)
     if winner is None:
         return 1
     display.console.print(f"wrote {out}/best.yaml, {out}/trials.csv, {out}/throughput.png")

@@ -19,9 +19,9 @@ import tempfile
 from pathlib import Path
 
 import autotune
-from autotune.measure import relative_spread
-from autotune.runner import SubprocessRunner
-from autotune.worker import TrialRequest
+from autotune.trial.measure import relative_spread
+from autotune.study.runner import SubprocessRunner
+from autotune.contract.request import TrialRequest
 
 HERE = Path(__file__).resolve().parent
 

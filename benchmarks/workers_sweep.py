@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 
 import autotune
-from autotune.runner import SubprocessRunner
-from autotune.worker import TrialRequest
+from autotune.study.runner import SubprocessRunner
+from autotune.contract.request import TrialRequest
 
 
 def main() -> int:

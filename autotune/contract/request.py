@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 from autotune.contract.config import TrainConfig
 
-__all__ = ["CUDAGRAPH_MODES", "LAUNCH_ENV", "MeasureSettings", "TrialRequest", "known_incompatible"]
+__all__ = ["CUDAGRAPH_MODES", "LAUNCH_ENV", "MeasureSettings", "TrialRequest", "compile_cache_env",
+           "known_incompatible"]
 
 LAUNCH_ENV = "AUTOTUNE_LAUNCH_TIME"
 """Set in a trial process: the wall-clock time (`time.time()`) the parent launched it."""
@@ -38,9 +40,10 @@ class MeasureSettings:
     """Windows always timed, even past the budget (each is capped at 2 x window_seconds)."""
     max_windows: int = 30
     agree: int = 3
-    """The last this many windows must agree..."""
-    tolerance: float = 0.03
-    """...within this relative spread ((max - min) / median) for the result to count as converged."""
+    """Windows the reported spread is taken over (the last this many)."""
+    tolerance: float = 0.02
+    """Measuring stops (converged) once the median's 95% confidence interval is within
+    +-this fraction of it."""
     budget_seconds: float = 30.0
     """Time for the timed windows; measuring stops here even if not converged."""
 
@@ -70,6 +73,9 @@ class TrialRequest:
     """After measuring, time the loader alone and the model alone to classify the bottleneck."""
     check_env: bool = True
     """Verify the allocator environment reached this process (off for the in-process twin)."""
+    save_compile_artifacts: bool = False
+    """After measuring a compiled config, save its compiled artifacts beside the result, for
+    production to load (`TunedConfig.load_compile_artifacts`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +86,7 @@ class TrialRequest:
             "number": self.number,
             "diagnose": self.diagnose,
             "check_env": self.check_env,
+            "save_compile_artifacts": self.save_compile_artifacts,
         }
 
     @classmethod
@@ -92,6 +99,7 @@ class TrialRequest:
             number=data["number"],
             diagnose=data["diagnose"],
             check_env=data["check_env"],
+            save_compile_artifacts=data.get("save_compile_artifacts", False),
         )
 
 
@@ -107,3 +115,18 @@ def known_incompatible(config: TrainConfig, device_type: str) -> str | None:
         return (f"compile={config.compile} replays CUDA graphs, which PyTorch cannot combine with "
                 f"grad_accum={config.grad_accum} (graph outputs are overwritten between micro-batches)")
     return None
+
+
+def compile_cache_env(cache_dir: Path) -> dict[str, str]:
+    """Environment that makes every trial of a study share one persistent compile cache.
+
+    Inductor's FX-graph cache and the AOTAutograd cache live under `TORCHINDUCTOR_CACHE_DIR`
+    (PyTorch's "Compile Time Caching" recipe): a graph compiled by one trial costs the next
+    trial seconds instead of a full compile. Triton's kernel cache goes beside them.
+    """
+    return {
+        "TORCHINDUCTOR_CACHE_DIR": str(cache_dir),
+        "TORCHINDUCTOR_FX_GRAPH_CACHE": "1",
+        "TORCHINDUCTOR_AUTOGRAD_CACHE": "1",
+        "TRITON_CACHE_DIR": str(cache_dir / "triton"),
+    }

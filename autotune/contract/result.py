@@ -28,6 +28,9 @@ class Status(str, enum.Enum):
     """The trial process died without a result (a signal, or exit without reporting)."""
     INTERRUPTED = "interrupted"
     """Stopped by the user (Ctrl-C, SIGTERM): says nothing about the config."""
+    PRUNED = "pruned"
+    """Stopped after its first windows: clearly slower than the best so far. `throughput`
+    holds the partial rate (told to Optuna as PRUNED with its intermediate values)."""
 
     @property
     def says_something(self) -> bool:
@@ -119,6 +122,9 @@ class TrialResult:
     """Median units/s over the timed windows."""
     unit: str = "samples"
     spread: float | None = None
+    """(max - min) / median of the last timed windows."""
+    uncertainty: float | None = None
+    """Half-width of the median's 95% confidence interval, relative to the median."""
     step_seconds: float | None = None
     compile_seconds: float | None = None
     warmup_seconds: float | None = None
@@ -141,6 +147,12 @@ class TrialResult:
     phases: dict[str, float] = dataclasses.field(default_factory=dict)
     """Seconds spent in each phase of the trial process (start, compose, warmup, ...)."""
     blocks_checkpointed: int | None = None
+    compile_cache_hits: int | None = None
+    """Graphs this trial's compile found in the study's persistent cache (FX graph and
+    AOTAutograd caches); None without compile."""
+    compile_cache_misses: int | None = None
+    compile_artifacts: str = ""
+    """Path of the compiled artifacts this run saved (`torch.compiler.save_cache_artifacts`)."""
     log: str = ""
     """Path of the trial's log (its stdout and stderr)."""
     fingerprint: Fingerprint | None = None
@@ -155,6 +167,15 @@ class TrialResult:
         object.__setattr__(self, "window_throughputs", tuple(self.window_throughputs))
         if self.status is Status.OK and self.throughput is None:
             raise ValueError(f"an ok trial needs a throughput, got {self.throughput=}")
+
+    @property
+    def fixed_seconds(self) -> float | None:
+        """What the trial cost besides compiling, warming up and timing: process start,
+        building the step, the diagnosis, handing the result back."""
+        if self.duration_seconds is None or not self.phases:
+            return None
+        measured = self.phases.get("warmup", 0.0) + self.phases.get("windows", 0.0)
+        return max(0.0, self.duration_seconds - measured)
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

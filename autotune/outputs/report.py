@@ -7,11 +7,14 @@ any moment leaves the last complete versions.
 
 from __future__ import annotations
 
+import math
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import yaml
 
-from autotune.contract.files import atomic_write_text
+from autotune.contract.files import atomic_write_bytes, atomic_write_text
 from autotune.outputs.best import best_document, yaml_header
 from autotune.outputs.table import rows_to_csv, trial_rows
 from autotune.study import records
@@ -22,10 +25,33 @@ if TYPE_CHECKING:
 
     from autotune.study.search import SearchSettings
 
-__all__ = ["write_outputs"]
+__all__ = ["OutputWriter", "write_outputs"]
+
+ARTIFACTS = "compile-artifacts.bin"
 
 
-def write_outputs(study: optuna.Study, settings: SearchSettings) -> Winner | None:
+class OutputWriter:
+    """The search's `on_change`: best.yaml and trials.csv after every trial, the plot at most
+    every `plot_seconds` (drawing it costs a few tenths of a second, a trial's fixed cost on a
+    short budget); `finish` writes everything."""
+
+    def __init__(self, settings: SearchSettings, *, plot_seconds: float = 20.0) -> None:
+        self.settings = settings
+        self.plot_seconds = plot_seconds
+        self._plotted = -math.inf
+
+    def __call__(self, study: optuna.Study) -> None:
+        plot = time.monotonic() - self._plotted >= self.plot_seconds
+        write_outputs(study, self.settings, plot=plot)
+        if plot:
+            self._plotted = time.monotonic()
+
+    def finish(self, study: optuna.Study) -> Winner | None:
+        return write_outputs(study, self.settings)
+
+
+def write_outputs(study: optuna.Study, settings: SearchSettings, *, plot: bool = True
+                  ) -> Winner | None:
     """Write best.yaml (when a trial ran ok), trials.csv and throughput.png into `settings.out`."""
     from autotune.outputs.plot import plot_data, save_plot
 
@@ -40,7 +66,18 @@ def write_outputs(study: optuna.Study, settings: SearchSettings) -> Winner | Non
     info = records.read_info(study)
     if winner is not None:
         doc = best_document(winner, info, records.read_fingerprint(study), settings)
+        doc["compile_artifacts"] = _copy_artifacts(winner, out)
         atomic_write_text(out / "best.yaml", yaml_header(doc) + yaml.safe_dump(doc, sort_keys=False))
-    if rows:
+    if rows and plot:
         save_plot(plot_data(rows, unit=info.unit if info else "items"), out / "throughput.png")
     return winner
+
+
+def _copy_artifacts(winner: Winner, out: Path) -> str | None:
+    """The winner's compiled artifacts beside best.yaml (the name best.yaml gives), if a
+    confirmation run of it saved some."""
+    entry = next((c for c in winner.confirmation or () if c.trial == winner.record.number), None)
+    if entry is None or not entry.compile_artifacts or not Path(entry.compile_artifacts).is_file():
+        return None
+    atomic_write_bytes(out / ARTIFACTS, Path(entry.compile_artifacts).read_bytes())
+    return ARTIFACTS

@@ -18,9 +18,13 @@ KNOB_COLUMNS = tuple(spec.name for spec in KNOBS)
 MEASURES = (
     "throughput", "unit", "speedup", "spread", "converged", "step_seconds", "compile_seconds",
     "warmup_seconds", "data_wait_fraction", "peak_allocated_mb", "peak_reserved_mb",
-    "peak_rss_mb", "duration_seconds",
+    "peak_rss_mb", "duration_seconds", "fixed_seconds", "compile_cache_hits",
 )
-COLUMNS = ("number", "state", "status", "baseline", *KNOB_COLUMNS, *MEASURES, "verdict",
+PHASES = ("start", "compose", "warmup", "windows", "diagnosis")
+# "warmup_seconds" is a measure already (the result's own): one column, not two.
+PHASE_COLUMNS = {p: f"{p}_seconds" for p in PHASES if f"{p}_seconds" not in MEASURES}
+COLUMNS = ("number", "state", "status", "baseline", *KNOB_COLUMNS, *MEASURES,
+           *PHASE_COLUMNS.values(), "verdict",
            "loader_rate", "compute_rate", "gpu_busy_fraction", "cpu_busy_fraction",
            "cpu_steal_fraction", "reason", "log")
 
@@ -44,6 +48,8 @@ def trial_rows(records: Sequence[TrialRecord], baseline: float | None) -> list[d
             "reason": result.reason if result else "",
             "log": result.log if result else "",
         }
+        for phase, column in PHASE_COLUMNS.items():
+            row[column] = result.phases.get(phase) if result else None
         d = result.diagnosis if result else None
         row["verdict"] = d.verdict.value if d else None
         row["loader_rate"] = d.loader_rate if d else None

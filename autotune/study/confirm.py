@@ -29,6 +29,7 @@ class Candidate:
     config: TrainConfig
     search_throughput: float
     duration_seconds: float
+    compile_seconds: float = 0.0
     baseline: bool = False
 
 
@@ -51,14 +52,24 @@ def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
         Candidate(trial=r.number, config=r.config,  # type: ignore[arg-type]
                   search_throughput=float(r.value or 0.0),
                   duration_seconds=float(getattr(r.result, "duration_seconds", 0.0) or 0.0),
+                  compile_seconds=float(getattr(r.result, "compile_seconds", 0.0) or 0.0),
                   baseline=r.baseline)
         for r in chosen
     ]
 
 
-def estimate_seconds(cands: Sequence[Candidate], repeats: int) -> float:
-    """What confirming these would take, judged by how long their trials took."""
-    return repeats * sum(c.duration_seconds for c in cands)
+# A fresh confirmation process pays what a forked search trial did not: the torch and adapter
+# imports and the dataset build (2.9 s + 3.5-6 s on an H100 host), and a compile from the warm
+# persistent cache (3.6 s for GPT-2 small) instead of the trial's cold one.
+FRESH_PROCESS_SECONDS = 12.0
+
+
+def estimate_seconds(cands: Sequence[Candidate], repeats: int, *,
+                     extra_measure_seconds: float = 0.0) -> float:
+    """What confirming these would take: each run as long as its trial without the trial's
+    compile, plus a fresh process's start and the longer measurement of a confirmation."""
+    return repeats * sum(max(c.duration_seconds - c.compile_seconds, 0.0) + FRESH_PROCESS_SECONDS
+                         + extra_measure_seconds for c in cands)
 
 
 def run_confirmation(
@@ -81,7 +92,8 @@ def run_confirmation(
     runs: dict[int, list[TrialResult]] = {c.trial: [] for c in cands}
     for i, cand in enumerate(order):
         request = TrialRequest(adapter=str(adapter), config=cand.config, device=device,
-                               measure=measure, number=cand.trial, diagnose=False)
+                               measure=measure, number=cand.trial, diagnose=False,
+                               save_compile_artifacts=cand.config.compile != "none")
         # Generous but bounded: twice what the trial took, compile caches are warm by now.
         limit = min(trial_timeout, 2 * cand.duration_seconds + 60)
         result = runner.run(request, out / "confirm" / f"{i:02d}-trial{cand.trial}", timeout=limit)
@@ -101,6 +113,8 @@ def run_confirmation(
             median=statistics.median(values) if values else None,
             spread=relative_spread(values) if len(values) > 1 else None,
             statuses=tuple(r.status.value for r in runs[c.trial]),
+            compile_artifacts=next((r.compile_artifacts for r in reversed(runs[c.trial])
+                                    if r.compile_artifacts), ""),
         ))
     summary.sort(key=lambda s: -(s.median or 0.0))
     return summary

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from autotune.contract.config import TrainConfig
+from autotune.contract.config import KNOBS, TrainConfig
 from autotune.contract.request import MeasureSettings, TrialRequest, known_incompatible
 from autotune.contract.result import Status, TrialResult
 from autotune.study.records import TrialRecord
@@ -62,14 +62,38 @@ class Objective:
         earlier = self.measured_before(config)
         if earlier is not None and earlier.result is not None:
             return Outcome(result=earlier.result, duplicate_of=earlier.number)
+        wall = self.memory_wall(config)
+        if wall is not None:
+            # Memory is a wall, not a dimension to sample: never run a batch at least as large
+            # as one that ran out of memory under the same memory-relevant knobs.
+            return Outcome(result=TrialResult(
+                status=Status.OOM, reason=f"not run: implied by trial {wall.number}, which ran "
+                f"out of memory at batch_size={wall.config.batch_size}"))  # type: ignore[union-attr]
         request = TrialRequest(adapter=str(self.adapter), config=config, device=self.device,
                                measure=self.measure, number=number)
         result = self.runner.run(request, self.out / "trials" / str(number), timeout=limit,
                                  on_event=on_event)
         return Outcome(result=result)
 
+    def memory_wall(self, config: TrainConfig) -> TrialRecord | None:
+        """A finished trial that ran out of memory at this batch size or a smaller one, with
+        the same memory-relevant knobs (dtype, compile, checkpointing, allocator)."""
+        mine = _memory_knobs(config)
+        for record in self.finished():
+            if (record.status is Status.OOM and record.config is not None
+                    and record.config.batch_size <= config.batch_size
+                    and _memory_knobs(record.config) == mine
+                    and not record.result.reason.startswith("not run")):  # type: ignore[union-attr]
+                return record
+        return None
+
     def measured_before(self, config: TrainConfig) -> TrialRecord | None:
         for record in self.finished():
             if record.config == config and record.result is not None:
                 return record
         return None
+
+
+def _memory_knobs(config: TrainConfig) -> tuple[Any, ...]:
+    values = config.to_dict()
+    return tuple(values[spec.name] for spec in KNOBS if spec.memory and spec.name != "batch_size")

@@ -195,13 +195,17 @@ class ConfirmationEntry:
     median: float | None
     spread: float | None
     statuses: tuple[str, ...]
+    compile_artifacts: str = ""
+    """Compiled artifacts a run of this config saved (compiled configs only)."""
 
 
 def read_confirmation(study: optuna.Study) -> list[ConfirmationEntry] | None:
     data = study.user_attrs.get("confirmation")
     if not data:
         return None
-    return [ConfirmationEntry(**{**c, "throughputs": tuple(c["throughputs"]),
+    fields = {f.name for f in dataclasses.fields(ConfirmationEntry)}
+    return [ConfirmationEntry(**{**{k: v for k, v in c.items() if k in fields},
+                                 "throughputs": tuple(c["throughputs"]),
                                  "statuses": tuple(c["statuses"])}) for c in data]
 
 

@@ -10,17 +10,19 @@ import dataclasses
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from autotune.contract.allocator import ALLOC_ENV, OTHER_ALLOC_ENVS
-from autotune.contract.request import LAUNCH_ENV, TrialRequest
+from autotune.contract.request import LAUNCH_ENV, TrialRequest, compile_cache_env
 from autotune.contract.result import Status, TrialResult
+from autotune.study.processes import TrialProcess, kill_group
 
 __all__ = ["InProcessRunner", "Runner", "SubprocessRunner", "kill_group"]
 
@@ -53,16 +55,27 @@ class SubprocessRunner:
     trial. Its own process group lets a timeout or interruption kill the DataLoader workers too.
     """
 
-    def __init__(self, *, poll_seconds: float = 0.2, grace_seconds: float = 3.0) -> None:
+    def __init__(self, *, poll_seconds: float = 0.2, grace_seconds: float = 3.0,
+                 cache_dir: Path | None = None) -> None:
+        self.cache_dir = cache_dir
+        """A persistent compile cache shared by the trials (see `compile_cache_env`)."""
         self.poll_seconds = poll_seconds
         self.grace_seconds = grace_seconds
         self._stop = threading.Event()
         self._stop_reason = ""
+        self._prune = threading.Event()
+        self._prune_reason = ""
 
     def interrupt(self, reason: str) -> None:
         """Stop the running trial (from a signal handler): it ends as `interrupted`."""
         self._stop_reason = reason
         self._stop.set()
+
+    def prune(self, reason: str) -> None:
+        """Stop the running trial early (it is clearly slower): it ends as `pruned`, with the
+        rate of the windows it timed."""
+        self._prune_reason = reason
+        self._prune.set()
 
     def run(
         self,
@@ -73,18 +86,11 @@ class SubprocessRunner:
         on_event: EventCallback | None = None,
     ) -> TrialResult:
         _prepare(request, trial_dir)
+        self._prune.clear()
         log_path = trial_dir / "log.txt"
-        env = _child_env(request)
         start = time.monotonic()
         with log_path.open("ab") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "autotune.trial.worker", str(trial_dir)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,  # its own process group: killpg reaches its workers
-            )
+            proc = self._launch(request, trial_dir, log)
             events = _EventTail(trial_dir / "events.jsonl", on_event)
             outcome: Status | None = None
             try:
@@ -98,6 +104,9 @@ class SubprocessRunner:
                     if self._stop.is_set():
                         outcome = Status.INTERRUPTED
                         break
+                    if self._prune.is_set():
+                        outcome = Status.PRUNED
+                        break
                     if time.monotonic() - start > timeout:
                         outcome = Status.TIMEOUT
                         break
@@ -106,18 +115,35 @@ class SubprocessRunner:
                 kill_group(proc, self.grace_seconds if outcome is not None else 0.0)
             events.poll()
         duration = time.monotonic() - start
+        reason = self._prune_reason if outcome is Status.PRUNED else self._stop_reason
         result = _read_result(trial_dir, proc.returncode, outcome, duration, timeout,
-                              self._stop_reason, windows=events.windows)
+                              reason, windows=events.rates)
         result.save(trial_dir / "result.json")  # every trial folder holds its outcome
         return result
 
 
-def _child_env(request: TrialRequest) -> dict[str, str]:
+    def _launch(self, request: TrialRequest, trial_dir: Path, log: BinaryIO) -> TrialProcess:
+        """Start the trial process, leading a process group of its own."""
+        return subprocess.Popen(
+            [sys.executable, "-m", "autotune.trial.worker", str(trial_dir)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=child_env(request.config.env, cache_dir=self.cache_dir),
+            start_new_session=True,  # its own process group: killpg reaches its workers
+        )
+
+
+def child_env(config_env: dict[str, str], *, cache_dir: Path | None) -> dict[str, str]:
+    """The parent's environment with the config's allocator settings: trials inherit everything
+    else (NCCL and multicast settings included) and only add to it."""
     env = dict(os.environ)
     for name in (ALLOC_ENV, *OTHER_ALLOC_ENVS):
         env.pop(name, None)
-    env.update(request.config.env)
+    env.update(config_env)
     env[LAUNCH_ENV] = repr(time.time())
+    if cache_dir is not None:
+        env.update(compile_cache_env(cache_dir))
     env["PYTHONUNBUFFERED"] = "1"
     # The child imports this very package, wherever it was imported from.
     package_root = str(Path(__file__).resolve().parents[2])
@@ -125,59 +151,6 @@ def _child_env(request: TrialRequest) -> dict[str, str]:
         p for p in (package_root, env.get("PYTHONPATH", "")) if p
     )
     return env
-
-
-def kill_group(proc: subprocess.Popen[bytes], grace_seconds: float) -> None:
-    """SIGTERM the process group, SIGKILL what is left after `grace_seconds`, reap the leader."""
-    pgid = proc.pid  # start_new_session=True: the child leads a group with its own pid
-    if grace_seconds > 0 and proc.poll() is None:
-        _signal_group(pgid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace_seconds)
-        except subprocess.TimeoutExpired:
-            pass
-    # SIGKILL the rest of the group too: DataLoader workers may outlive a dead leader.
-    _signal_group(pgid, signal.SIGKILL)
-    proc.wait()
-    # SIGKILL is delivered asynchronously: a worker can still be running its last instructions
-    # when killpg returns (seen in CI: a worker in state R after the leader was reaped). Wait
-    # until the group has only zombies left, so no process of the trial runs after we return.
-    _wait_group_dead(pgid, timeout=5.0)
-
-
-def _group_running(pgid: int) -> bool:
-    """Whether any process of group `pgid` is still alive (zombies do not count)."""
-    proc = Path("/proc")
-    if not proc.is_dir():  # no procfs: the group exists while killpg(0) finds a member
-        try:
-            os.killpg(pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone meanwhile
-        # After the command name: state, ppid, pgrp (proc(5)).
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            return True
-    return False
-
-
-def _wait_group_dead(pgid: int, *, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while _group_running(pgid) and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass  # the group is already empty
 
 
 def _read_result(
@@ -188,16 +161,21 @@ def _read_result(
     timeout: float,
     stop_reason: str,
     *,
-    windows: int,
+    windows: list[float],
 ) -> TrialResult:
     log = str(trial_dir / "log.txt")
     if outcome is Status.INTERRUPTED:
         return TrialResult(status=outcome, reason=stop_reason or "interrupted", log=log,
                            duration_seconds=duration)
+    if outcome is Status.PRUNED:
+        return TrialResult(status=outcome, reason=stop_reason or "pruned", log=log,
+                           duration_seconds=duration,
+                           throughput=statistics.median(windows) if windows else None,
+                           windows=len(windows), window_throughputs=tuple(windows))
     if outcome is Status.TIMEOUT:
         # Say whether it got as far as timing: a trial still warming up was compiling (or its
         # loader never delivered), which is where slow compile modes spend their minutes.
-        where = (f"after {windows} timed window(s)" if windows
+        where = (f"after {len(windows)} timed window(s)" if windows
                  else "while still compiling / warming up (no timed window yet)")
         return TrialResult(status=outcome, reason=f"killed at the {timeout:.0f} s trial limit {where}",
                            log=log, duration_seconds=duration)
@@ -227,7 +205,8 @@ class _EventTail:
         self.path = path
         self.callback = callback
         self.offset = 0
-        self.windows = 0
+        self.rates: list[float] = []
+        """Each timed window's rate so far."""
 
     def poll(self) -> None:
         if not self.path.is_file():
@@ -240,7 +219,8 @@ class _EventTail:
                     break  # incomplete: read it next time
                 self.offset = f.tell()
                 event = json.loads(line)
-                self.windows += event.get("event") == "window"
+                if event.get("event") == "window":
+                    self.rates.append(float(event["throughput"]))
                 if self.callback is not None:
                     self.callback(event)
 

@@ -13,6 +13,7 @@ import dataclasses
 import os
 import signal
 import socket
+import statistics
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -32,11 +33,12 @@ from autotune.contract.result import Status, TrialResult
 from autotune.study import records
 from autotune.study.confirm import Candidate, candidates, estimate_seconds, run_confirmation
 from autotune.study.objective import Objective
+from autotune.study.pruning import IncumbentPruner
 from autotune.study.runner import Runner
 from autotune.study.searchspace import SearchSpace
 from autotune.study.starts import enqueue, follow_ups, initial_starts
 from autotune.study.storage import absolute_storage, open_storage
-from autotune.study.winner import Winner, pick_winner
+from autotune.study.winner import Winner, best_and_baseline, pick_winner
 
 __all__ = ["Interrupted", "Search", "SearchListener", "SearchSettings"]
 
@@ -79,6 +81,17 @@ class SearchSettings:
     """After the search, re-run this many top configs (and the baseline); 0 skips it."""
     confirm_repeats: int = 2
     """Runs of each confirmed config, in shuffled order."""
+    confirm_measure: MeasureSettings | None = None
+    """Measurement of the confirmation runs (None: `measure`); may be longer than the search's."""
+    prune: bool = True
+    """Stop trials clearly slower than the best after their first windows."""
+    guided: bool = True
+    """Start from the baseline and the hand recipe and follow their diagnoses before the
+    sampler takes over (False: the baseline, then the sampler alone)."""
+    sampler: str = "tpe"
+    """"tpe" (multivariate TPE) or "random"."""
+    cpus: int | None = None
+    """CPUs the trials may use (the hand recipe's workers follow); None: this process's."""
 
     def __post_init__(self) -> None:
         # One name for the storage whatever the working directory (study.yaml records it).
@@ -94,6 +107,8 @@ class SearchSettings:
             raise ValueError(f"trial_timeout must be positive, got {self.trial_timeout=}")
         if self.device not in ("cuda", "cpu"):
             raise ValueError(f"device must be cuda or cpu, got {self.device=}")
+        if self.sampler not in ("tpe", "random"):
+            raise ValueError(f"sampler must be tpe or random, got {self.sampler=}")
 
 
 class SearchListener(Protocol):
@@ -124,14 +139,22 @@ class Search:
         runner: Runner,
         listener: SearchListener,
         on_change: Callable[[optuna.Study], None] | None = None,
+        confirm_runner: Runner | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
+        self.confirm_runner = confirm_runner or runner
+        """Confirmation always runs in fresh processes: give a SubprocessRunner here when
+        `runner` forks its trials from a server."""
         self.space = space
         self.adapter = adapter
         self.runner = runner
         self.listener = listener
         self.on_change = on_change or (lambda study: None)
+        self.clock = clock
+        """Measures the study's budget (a simulated clock in the replay benchmark)."""
         self._signal: int | None = None
+        self._stopped = False
         self.study = self._open_study()
         self.objective = Objective(
             adapter=settings.adapter, device=settings.device, out=settings.out, runner=runner,
@@ -142,21 +165,26 @@ class Search:
 
     def _open_study(self) -> optuna.Study:
         s = self.settings
-        with warnings.catch_warnings():
-            # multivariate/group/constant_liar are "experimental" in Optuna: chosen knowingly.
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            sampler = optuna.samplers.TPESampler(
-                seed=s.seed,
-                multivariate=True,
-                group=True,  # conditional knobs (prefetch only with workers) form groups
-                constant_liar=True,  # processes sharing a study do not propose the same config
-                n_startup_trials=5,
-            )
+        sampler: optuna.samplers.BaseSampler
+        if s.sampler == "random":
+            sampler = optuna.samplers.RandomSampler(seed=s.seed)
+        else:
+            with warnings.catch_warnings():
+                # multivariate/group/constant_liar are "experimental" in Optuna: chosen knowingly.
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                sampler = optuna.samplers.TPESampler(
+                    seed=s.seed,
+                    multivariate=True,
+                    group=True,  # conditional knobs (prefetch only with workers) form groups
+                    constant_liar=True,  # processes sharing a study do not propose the same config
+                    n_startup_trials=5,
+                )
         study = optuna.create_study(
             storage=open_storage(s.storage),
             study_name=s.study_name,
             direction="maximize",
             sampler=sampler,
+            pruner=IncumbentPruner() if s.prune else optuna.pruners.NopPruner(),
             load_if_exists=True,
         )
         info = records.read_info(study)
@@ -205,23 +233,28 @@ class Search:
         s = self.settings
         s.out.mkdir(parents=True, exist_ok=True)
         self._recover_stale()
-        enqueue(self.study, self.space, initial_starts(
-            self.space, self.adapter, device=s.device, cpus=available_cpus()))
+        starts = initial_starts(self.space, self.adapter, device=s.device,
+                                cpus=s.cpus or available_cpus())
+        enqueue(self.study, self.space, starts if s.guided else starts[:1])
         records.write_confirmation(self.study, None)  # stale once new trials run
-        deadline = None if s.timeout is None else time.monotonic() + s.timeout
+        deadline = None if s.timeout is None else self.clock() + s.timeout
         self.listener.started(s, self.done(), self.adapter.unit)
         with self._signals():
-            while self.done() < s.trials and self._signal is None:
+            while self.done() < s.trials and self._signal is None and not self._stopped:
                 limit = s.trial_timeout
                 if deadline is not None:
                     # Keep what confirming the current leaders will take.
-                    reserve = estimate_seconds(self._candidates(), s.confirm_repeats)
-                    remaining = deadline - time.monotonic() - reserve
+                    confirm = s.confirm_measure or s.measure
+                    reserve = estimate_seconds(
+                        self._candidates(), s.confirm_repeats,
+                        extra_measure_seconds=max(0.0, confirm.budget_seconds
+                                                  - s.measure.budget_seconds) / 2)
+                    remaining = deadline - self.clock() - reserve
                     if remaining < MIN_TRIAL_SECONDS:
                         break
                     limit = min(limit, remaining)
                 self._one_trial(limit, budget_cut=limit < s.trial_timeout)
-            if self._signal is None:
+            if self._signal is None and not self._stopped:
                 self._confirm()
         self.on_change(self.study)
         winner = self.winner()
@@ -229,6 +262,11 @@ class Search:
         if self._signal is not None:
             raise Interrupted(self._signal)
         return winner
+
+    def stop(self) -> None:
+        """End the search after the running trial, without confirming (for callers that have
+        seen enough, such as the replay benchmark)."""
+        self._stopped = True
 
     def _candidates(self) -> list[Candidate]:
         if self.settings.confirm == 0:
@@ -242,8 +280,9 @@ class Search:
             return  # nothing but the baseline ran ok: nothing to confirm
         self.listener.confirm_started(cands, s.confirm_repeats)
         summary = run_confirmation(
-            cands, adapter=s.adapter, device=s.device, runner=self.runner, out=s.out,
-            repeats=s.confirm_repeats, trial_timeout=s.trial_timeout, measure=s.measure,
+            cands, adapter=s.adapter, device=s.device, runner=self.confirm_runner, out=s.out,
+            repeats=s.confirm_repeats, trial_timeout=s.trial_timeout,
+            measure=s.confirm_measure or s.measure,
             seed=s.seed, on_result=self.listener.confirm_result,
         )
         if self._signal is None:
@@ -263,17 +302,35 @@ class Search:
             ) from None
         records.write_config(trial, config)
         self.listener.trial_started(trial.number, config, limit)
-        outcome = self.objective(trial.number, config, limit=limit,
-                                 on_event=lambda e: self.listener.trial_event(trial.number, e))
+        # The starts (baseline, recipe, follow-ups) are measured to the end: every ratio and
+        # the search's direction depend on them.
+        prunable = records.read_role(trial) == ""
+        rates: list[float] = []
+
+        def on_event(event: dict[str, Any]) -> None:
+            self.listener.trial_event(trial.number, event)
+            if event.get("event") != "window" or not prunable:
+                return
+            rates.append(float(event["throughput"]))
+            trial.report(statistics.median(rates), len(rates))
+            prune = getattr(self.runner, "prune", None)
+            if prune is not None and trial.should_prune():
+                prune(f"pruned after {len(rates)} window(s): "
+                      f"{statistics.median(rates):.4g}/s is clearly below the best so far")
+
+        outcome = self.objective(trial.number, config, limit=limit, on_event=on_event)
         result = outcome.result
         if outcome.duplicate_of is not None:
             records.write_duplicate(trial, outcome.duplicate_of)
         if result.fingerprint is not None and records.read_fingerprint(self.study) is None:
             records.write_fingerprint(self.study, result.fingerprint)
         self._tell(trial, result, budget_cut=budget_cut)
-        if records.read_role(trial) == "recipe" and result.status is Status.OK:
-            verdict = result.diagnosis.verdict if result.diagnosis is not None else None
-            enqueue(self.study, self.space, follow_ups(self.space, config, verdict))
+        role = records.read_role(trial)
+        if role and role != records.BASELINE and s.guided:
+            recs = records.read_records(self.study)
+            done = next(r for r in recs if r.number == trial.number)
+            best, _ = best_and_baseline(recs)
+            enqueue(self.study, self.space, follow_ups(self.space, done, best, device=s.device))
         self.on_change(self.study)
         if outcome.duplicate_of is not None:
             # For the display only; the study keeps the copy.
@@ -284,7 +341,9 @@ class Search:
 
     def _tell(self, trial: optuna.Trial, result: TrialResult, *, budget_cut: bool) -> None:
         records.write_result(trial, result)
-        if result.status is Status.OK:
+        if result.status is Status.PRUNED:
+            self.study.tell(trial, state=TrialState.PRUNED)
+        elif result.status is Status.OK:
             trial.set_constraint(FEASIBLE, 0.0)
             self.study.tell(trial, result.throughput)
         elif result.status.says_something and not (budget_cut and result.status is Status.TIMEOUT):
@@ -299,9 +358,10 @@ class Search:
 
         def handler(signum: int, frame: Any) -> None:
             self._signal = signum
-            interrupt = getattr(self.runner, "interrupt", None)
-            if interrupt is not None:
-                interrupt(f"stopped by {signal.Signals(signum).name}")
+            for runner in {id(r): r for r in (self.runner, self.confirm_runner)}.values():
+                interrupt = getattr(runner, "interrupt", None)
+                if interrupt is not None:
+                    interrupt(f"stopped by {signal.Signals(signum).name}")
 
         try:
             previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}

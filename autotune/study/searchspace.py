@@ -134,6 +134,11 @@ class SearchSpace:
         values = config.to_dict()
         return {k.name: values[k.name] for k in self.knobs if k.active(values)}
 
+    def changed(self, config: TrainConfig, **changes: Any) -> TrainConfig:
+        """`config` with `changes`, the knobs that no longer apply at their defaults (no
+        prefetching without workers) and accumulation derived from a global batch size."""
+        return self._finish({**config.to_dict(), **changes})
+
     def _finish(self, values: dict[str, Any]) -> TrainConfig:
         for spec in KNOBS:  # a knob that does not apply (prefetch without workers) is at its default
             if not spec.applies(values):
@@ -144,3 +149,36 @@ class SearchSpace:
 
     def describe(self) -> list[str]:
         return [k.describe() for k in self.knobs]
+
+    def enumerate(self) -> list[TrainConfig]:
+        """Every distinct config `suggest` can return (the full grid), in a stable order."""
+        partial: list[dict[str, Any]] = [self.baseline.to_dict()]
+        for knob in self.knobs:
+            grown = []
+            for values in partial:
+                if knob.active(values):
+                    grown += [{**values, knob.name: v} for v in self.values(knob.name)]
+                else:
+                    grown.append(values)
+            partial = grown
+        return list(dict.fromkeys(self._finish(dict(v)) for v in partial))
+
+    def project(self, config: TrainConfig) -> TrainConfig:
+        """The config of this space nearest to `config`: each searched knob keeps its value when
+        the space has it, else takes the space's nearest (numbers) or first value; knobs the
+        space does not search stay at the baseline's."""
+        values = self.baseline.to_dict()
+        wanted = config.to_dict()
+        for knob in self.knobs:
+            if not knob.active(values):
+                continue
+            options = self.values(knob.name)
+            value = wanted[knob.name]
+            if value in options:
+                values[knob.name] = value
+            elif isinstance(value, (int, float)) and not isinstance(value, bool) and all(
+                    isinstance(o, (int, float)) and not isinstance(o, bool) for o in options):
+                values[knob.name] = min(options, key=lambda o: (abs(o - value), -o))
+            else:
+                values[knob.name] = options[0]
+        return self._finish(values)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import optuna
-from optuna.storages import BaseStorage, JournalStorage, RDBStorage
+from optuna.storages import BaseStorage, InMemoryStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
 
 from autotune.contract.errors import InputError
@@ -29,7 +29,7 @@ def absolute_storage(spec: str) -> str:
     and `autotune show` may run from elsewhere)."""
     if spec.startswith("sqlite:///") and not spec.startswith("sqlite:////"):
         return f"sqlite:///{Path(spec[len('sqlite:///'):]).resolve()}"
-    if "://" in spec:
+    if "://" in spec or spec == ":memory:":
         return spec
     return str(Path(spec).resolve())
 
@@ -37,6 +37,8 @@ def absolute_storage(spec: str) -> str:
 def open_storage(spec: str) -> BaseStorage:
     """An Optuna storage from a URL ("sqlite:///...", "postgresql://...") or a file path
     (".db" for SQLite, anything else for a journal file that several processes can share)."""
+    if spec == ":memory:":
+        return InMemoryStorage()  # nothing kept: for simulations and tests
     try:
         if "://" in spec:
             return RDBStorage(spec)

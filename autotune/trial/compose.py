@@ -61,6 +61,7 @@ class TrainStep:
         device: torch.device,
         *,
         clock: Callable[[], float] = time.perf_counter,
+        dataset: Any = None,
     ) -> None:
         self.adapter = adapter
         self.config = config
@@ -75,7 +76,8 @@ class TrainStep:
             self.model, adapter.blocks(model), amp_dtype=config.amp_dtype,
             checkpoint=config.checkpoint, compile=config.compile)
         # Workers die with this process even when stuck in __getitem__ (see lifetime.py).
-        self.loader = apply_dataloader(adapter.dataset(), loader_knobs(config),
+        dataset = adapter.dataset() if dataset is None else dataset
+        self.loader = apply_dataloader(dataset, loader_knobs(config),
                                        worker_init_fn=die_with_parent)
         self._iterator: Iterator[Any] | None = None
         self._mark_cudagraph_step = device.type == "cuda" and config.compile in CUDAGRAPH_MODES
@@ -153,5 +155,7 @@ class TrainStep:
             shutdown()
 
 
-def compose(adapter: Adapter, config: TrainConfig, device: torch.device) -> TrainStep:
-    return TrainStep(adapter, config, device)
+def compose(adapter: Adapter, config: TrainConfig, device: torch.device, *,
+            dataset: Any = None) -> TrainStep:
+    """The user's step with `config` applied; `dataset` if already built (a fork server's)."""
+    return TrainStep(adapter, config, device, dataset=dataset)

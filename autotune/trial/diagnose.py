@@ -27,6 +27,9 @@ INPUT_MARGIN = 0.9
 MIN_DATA_WAIT = 0.05
 # On CUDA, kernels filling less of a compute step than this mean launch/host overhead dominates.
 MIN_GPU_BUSY = 0.6
+# A step that waited this share of its time for data is input-bound whatever the loader's
+# rate alone says: a short loader-only probe of a bursty loader can read high.
+HEAVY_DATA_WAIT = 0.3
 # CPUs this busy during the timed windows leave nothing for another DataLoader worker to use.
 CPU_SATURATED = 0.9
 
@@ -49,12 +52,10 @@ def classify(
                          data_wait_fraction=data_wait_fraction,
                          gpu_busy_fraction=gpu_busy_fraction, cpu_busy_fraction=cpu_busy_fraction)
 
-    if (
-        loader_rate is not None
-        and compute_rate is not None
-        and loader_rate < INPUT_MARGIN * compute_rate
-        and data_wait_fraction >= MIN_DATA_WAIT
-    ):
+    slower_loader = (loader_rate is not None and compute_rate is not None
+                     and loader_rate < INPUT_MARGIN * compute_rate)
+    if (slower_loader and data_wait_fraction >= MIN_DATA_WAIT) \
+            or data_wait_fraction >= HEAVY_DATA_WAIT:
         rates = (f"the loader delivers {human(loader_rate)} {unit}/s, the model consumes "
                  f"{human(compute_rate)} {unit}/s")
         if cpu_busy_fraction is not None and cpu_busy_fraction >= CPU_SATURATED:
@@ -89,7 +90,7 @@ def diagnose(
     throughput: float,
     data_wait_fraction: float,
     prefetch_batches: int,
-    seconds: float = 3.0,
+    seconds: float = 0.5,
     clock: Callable[[], float] = time.perf_counter,
     cpu_busy_fraction: float | None = None,
 ) -> Diagnosis:
@@ -109,17 +110,23 @@ def diagnose(
 def loader_rate(
     step: TrainStep, *, prefetch_batches: int, seconds: float, clock: Callable[[], float]
 ) -> float:
-    """Units/s from the DataLoader alone, after draining what its workers had queued ahead."""
+    """Units/s from the DataLoader alone, after skipping what its workers had queued ahead.
+
+    Bounded in time: skipping stops after `seconds` (an input-bound loader's queue is empty
+    already, and draining 64 queued batches of a slow loader took 11 s on an H100 host), and
+    timing stops after a few rounds of all workers or `seconds`, whichever comes first.
+    """
+    t0 = clock()
     for _ in range(prefetch_batches):
+        if clock() - t0 > seconds:
+            break
         step.next_batch()
     want = max(8, 3 * step.config.num_workers)  # a few full rounds of all workers
     items = batches = 0
     t0 = clock()
-    while batches < want or clock() - t0 < min(1.0, seconds):
+    while batches < 2 or (batches < want and clock() - t0 < seconds):
         items += step.next_batch()[1]
         batches += 1
-        if clock() - t0 > seconds:
-            break
     return items / (clock() - t0)
 
 
@@ -134,11 +141,9 @@ def compute_rate(step: TrainStep, *, seconds: float, clock: Callable[[], float])
     step.sync()
     steps = 0
     t0 = clock()
-    while steps < 3 or clock() - t0 < min(1.0, seconds):
+    while steps < 3 or clock() - t0 < seconds:
         step.resident_step(batch)
         steps += 1
-        if clock() - t0 > seconds:
-            break
     step.sync()
     return steps * accum * n / (clock() - t0)
 

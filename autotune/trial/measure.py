@@ -1,10 +1,12 @@
-"""Steady-state timing of a training step: warm-up, then synchronized windows until they agree.
+"""Steady-state timing of a training step: warm-up, then synchronized windows until the median
+is known to a tolerance.
 
 Rules (see shared/design.md): discard warm-up; bracket each timed window with synchronization;
 `perf_counter`, never `time.time`; no `.item()` inside timed steps; count what the user pays
 (the wait for the DataLoader and the host-to-device copy happen inside the step); report the
-median of several windows and their spread, and keep measuring until the windows agree or the
-budget ends. The clock and the synchronization are injected, so tests need no GPU.
+median of several windows and its confidence interval, and keep measuring until the interval is
+within the tolerance or the budget ends. The clock and the synchronization are injected, so
+tests need no GPU.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from autotune.contract.request import MeasureSettings
-from autotune.contract.stats import relative_spread
+from autotune.contract.stats import median_uncertainty, relative_spread
 
 __all__ = [
     "Measurement",
@@ -83,6 +85,11 @@ class Measurement:
     def spread(self) -> float:
         """Relative spread of the last windows' throughputs ((max - min) / median)."""
         return relative_spread([w.throughput for w in self.windows[-self.agree:]])
+
+    @property
+    def uncertainty(self) -> float:
+        """Half-width of the median's 95% confidence interval, relative to the median."""
+        return median_uncertainty([w.throughput for w in self.windows])
 
     @property
     def step_seconds(self) -> float:
@@ -171,8 +178,8 @@ def measure(
         if not finite():
             raise NonFiniteLoss(f"loss was not finite in timed window {len(windows)}")
         if (
-            len(windows) >= max(s.min_windows, s.agree)
-            and relative_spread([w.throughput for w in windows[-s.agree:]]) <= s.tolerance
+            len(windows) >= s.min_windows
+            and median_uncertainty([w.throughput for w in windows]) <= s.tolerance
         ):
             converged = True
             break

@@ -31,6 +31,8 @@ class TunedConfig:
     config: TrainConfig
     device: str = "cuda"
     """"cuda" or "cpu": where it was measured, and what the helpers default to."""
+    compile_artifacts: Path | None = None
+    """Compiled artifacts of the winner saved by the search (best.yaml's `compile_artifacts`)."""
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names the dataclass itself lacks: the knobs and TrainConfig's helpers.
@@ -58,6 +60,17 @@ class TunedConfig:
 
         return grad_scaler(self.config.amp_dtype, device_type or self.device)
 
+    def load_compile_artifacts(self) -> bool:
+        """Load the search's compiled artifacts (`torch.compiler.load_cache_artifacts`), so the
+        first production step does not compile from scratch; call before the first forward.
+        Returns whether there were any to load."""
+        if self.compile_artifacts is None or not self.compile_artifacts.is_file():
+            return False
+        import torch
+
+        torch.compiler.load_cache_artifacts(self.compile_artifacts.read_bytes())
+        return True
+
     def wrap_model(
         self, model: torch.nn.Module, blocks: Sequence[torch.nn.Module] = ()
     ) -> torch.nn.Module:
@@ -75,6 +88,7 @@ def load_config(path: str | Path) -> TunedConfig:
     """Read `best.yaml` (or a YAML of knobs alone) with the device it was tuned on."""
     config = read_config(path)
     device = "cuda"
+    artifacts = None
     try:
         doc = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as exc:  # read_config succeeded: should not happen
@@ -83,4 +97,6 @@ def load_config(path: str | Path) -> TunedConfig:
         provenance = doc.get("provenance")
         if isinstance(provenance, Mapping) and provenance.get("device_kind") in ("cuda", "cpu"):
             device = str(provenance["device_kind"])
-    return TunedConfig(config=config, device=device)
+        if isinstance(doc.get("compile_artifacts"), str):
+            artifacts = Path(path).parent / doc["compile_artifacts"]
+    return TunedConfig(config=config, device=device, compile_artifacts=artifacts)

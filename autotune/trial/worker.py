@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import resource
 import sys
@@ -26,7 +27,7 @@ from autotune.trial.hostcpu import CpuTimes, cpu_usage, read_cpu_times
 from autotune.trial.lifetime import die_with_parent
 from autotune.trial.measure import NonFiniteLoss, Window
 
-__all__ = ["main", "run_trial", "settings_for"]
+__all__ = ["Preloaded", "main", "run_trial", "serve", "settings_for"]
 
 
 def settings_for(config: TrainConfig, base: MeasureSettings) -> MeasureSettings:
@@ -42,7 +43,7 @@ def settings_for(config: TrainConfig, base: MeasureSettings) -> MeasureSettings:
 
 
 def run_trial(request: TrialRequest, events: Path | None = None,
-              started: float | None = None) -> TrialResult:
+              started: float | None = None, preloaded: Preloaded | None = None) -> TrialResult:
     """Compose and measure one config; return its outcome (never raises for trial failures).
 
     `started` is the `perf_counter` time the process (or fork) began: what came before
@@ -73,12 +74,15 @@ def run_trial(request: TrialRequest, events: Path | None = None,
                 f"{config.alloc_conf!r}: the allocator settings did not reach it"
             )
         phases.enter("compose")
-        adapter_cls = load_adapter(request.adapter)
+        if preloaded is not None and preloaded.adapter_path == request.adapter:
+            adapter_cls, dataset = preloaded.adapter_cls, preloaded.dataset
+        else:
+            adapter_cls, dataset = load_adapter(request.adapter), None
         unit = adapter_cls.unit
         facts["fingerprint"] = fingerprint(device)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        step = compose(adapter_cls(), config, device)
+        step = compose(adapter_cls(), config, device, dataset=dataset)
         facts["blocks_checkpointed"] = step.blocks_checkpointed
         phases.emit({"event": "composed"})
         phases.enter("warmup")
@@ -92,6 +96,10 @@ def run_trial(request: TrialRequest, events: Path | None = None,
         m = measure(step, sync=step.sync, finite=step.finite, settings=settings,
                     on_window=on_window, on_timed_start=timed_start)
         facts["host_cpu"] = cpu_usage(cpu_start[0] if cpu_start else None, read_cpu_times())
+        if config.compile != "none":
+            facts.update(_compile_cache_counts())
+            if request.save_compile_artifacts and events is not None:
+                facts["compile_artifacts"] = _save_compile_artifacts(events.parent)
         if request.diagnose:
             phases.enter("diagnosis")
             facts.update(_diagnose(step, m, settings.prefetch_batches,
@@ -100,6 +108,7 @@ def run_trial(request: TrialRequest, events: Path | None = None,
         phases.enter("")
         result = TrialResult(
             status=Status.OK, unit=unit, throughput=m.throughput, spread=m.spread,
+            uncertainty=m.uncertainty if math.isfinite(m.uncertainty) else None,
             step_seconds=m.step_seconds, data_wait_fraction=m.data_wait_fraction,
             warmup_steps=m.warmup_steps, warmup_seconds=m.warmup_seconds,
             compile_seconds=m.compile_seconds, windows=len(m.windows), converged=m.converged,
@@ -143,6 +152,29 @@ class _Phases:
             self.emit({"event": "phase", "phase": phase, "time": time.time()})
 
 
+def _compile_cache_counts() -> dict[str, int]:
+    """Hits and misses of the persistent FX-graph and AOTAutograd caches in this process."""
+    from torch._dynamo.utils import counters
+
+    hits = counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"]
+    misses = (counters["inductor"]["fxgraph_cache_miss"]
+              + counters["aot_autograd"]["autograd_cache_miss"])
+    return {"compile_cache_hits": int(hits), "compile_cache_misses": int(misses)}
+
+
+def _save_compile_artifacts(folder: Path) -> str:
+    """`torch.compiler.save_cache_artifacts()` into `folder`: what production loads to skip the
+    compile (PyTorch's "Compile Time Caching" recipe). "" when there is nothing to save."""
+    import torch
+
+    saved = torch.compiler.save_cache_artifacts()
+    if saved is None:
+        return ""
+    path = folder / "compile_artifacts.bin"
+    path.write_bytes(saved[0])
+    return str(path)
+
+
 def _diagnose(step: Any, m: Any, prefetch_batches: int, *,
               cpu_busy_fraction: float | None) -> dict[str, Any]:
     """The bottleneck diagnosis; a failure here is noted, never turns an ok trial into an error."""
@@ -181,24 +213,38 @@ def _memory(device: Any) -> dict[str, float | None]:
     return memory
 
 
-def main(argv: list[str] | None = None, *, started: float | None = None) -> int:
-    if started is None:
-        # The parent stamps when it launched this process: start-up (interpreter, imports)
-        # counts as the trial's "start" phase.
-        launched = float(os.environ.get(LAUNCH_ENV) or time.time())
-        started = time.perf_counter() - max(0.0, time.time() - launched)
+@dataclasses.dataclass(frozen=True)
+class Preloaded:
+    """What a fork server built once before forking trials: the adapter class and its dataset."""
+
+    adapter_path: str
+    adapter_cls: type[Any]
+    dataset: Any = None
+    """None: each trial builds its own (the adapter's dataset() failed or was not built)."""
+
+
+def serve(trial_dir: Path, *, started: float, preloaded: Preloaded | None = None) -> int:
+    """Run the trial whose request is in `trial_dir`; write its result there."""
+    request = TrialRequest.from_dict(json.loads((trial_dir / "request.json").read_text()))
+    result = run_trial(request, events=trial_dir / "events.jsonl", started=started,
+                       preloaded=preloaded)
+    result = result.replace(duration_seconds=time.perf_counter() - started)
+    result.save(trial_dir / "result.json")
+    print(f"autotune trial {request.number}: {result.status.value} {result.reason}".rstrip())
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    # The parent stamps when it launched this process: start-up (interpreter, imports) counts
+    # as the trial's "start" phase.
+    launched = float(os.environ.get(LAUNCH_ENV) or time.time())
+    started = time.perf_counter() - max(0.0, time.time() - launched)
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m autotune.trial.worker TRIAL_DIR", file=sys.stderr)
         return 2
     die_with_parent()
-    trial_dir = Path(args[0])
-    request = TrialRequest.from_dict(json.loads((trial_dir / "request.json").read_text()))
-    result = run_trial(request, events=trial_dir / "events.jsonl", started=started)
-    result = result.replace(duration_seconds=time.perf_counter() - started)
-    result.save(trial_dir / "result.json")
-    print(f"autotune trial {request.number}: {result.status.value} {result.reason}".rstrip())
-    return 0
+    return serve(Path(args[0]), started=started)
 
 
 if __name__ == "__main__":
