@@ -1,5 +1,6 @@
 """Shared by the tests: the checkout's paths, the CLI as a subprocess, a scripted fake runner,
-a fake clock, CSV rows, and the processes a search leaves behind."""
+a fake clock, CSV rows, stored trials read back as records, and the processes a search leaves
+behind."""
 
 from __future__ import annotations
 
@@ -21,8 +22,11 @@ TEST_ADAPTERS = Path(__file__).resolve().parent / "adapters"
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from autotune.result import Status, TrialResult  # noqa: E402 -- needs the path above
-from autotune.worker import TrialRequest  # noqa: E402
+from optuna.trial import TrialState, create_trial  # noqa: E402
+
+from autotune.contract.request import TrialRequest  # noqa: E402 -- needs the path above
+from autotune.contract.result import Status, TrialResult  # noqa: E402
+from autotune.study.records import TrialRecord  # noqa: E402
 
 
 def run_autotune(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -75,6 +79,21 @@ class FakeClock:
 def csv_rows(path: Path) -> list[dict[str, str]]:
     with path.open() as f:
         return list(csv.DictReader(f))
+
+
+def stored_trial(
+    number: int,
+    *,
+    state: TrialState = TrialState.COMPLETE,
+    value: float | None = None,
+    attrs: dict[str, Any] | None = None,
+) -> TrialRecord:
+    """A trial as a study stores it (an Optuna trial with autotune's user attributes, raw), read
+    back the way autotune reads it."""
+    trial = create_trial(state=state, value=value if state == TrialState.COMPLETE else None,
+                         user_attrs=attrs or {})
+    trial.number = number
+    return TrialRecord.from_trial(trial)
 
 
 # -- processes ------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ def assert_refused(proc: subprocess.CompletedProcess[str], out: Path, *fragments
 
 BAD_SPACES = {
     "unknown-knob": ("workers: {low: 0, high: 1}\n",
-                     ("unknown knob 'workers'", "known knobs: num_workers")),
+                     ("unknown knob 'workers'", "known knobs: batch_size, grad_accum, num_workers")),
     "wrong-type": ("num_workers: {choices: [zero, 1]}\n",
                    ("key 'num_workers'", "values must be integers", "'zero'")),
     "empty-choices": ("amp_dtype: {choices: []}\n",

@@ -15,12 +15,14 @@ from broken_adapters import BROKEN
 from helpers import TEST_ADAPTERS, csv_rows, run_autotune
 from optuna.trial import TrialState
 
-from autotune import TrainConfig, load_adapter, load_config
+from autotune import Status, TrainConfig, load_adapter, load_config
+from autotune.study.records import read_info, read_records
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
-# The CPU space without compile (a compile trial takes 10-30 s on two cores; test_runner covers
-# compile) and without the DataLoader workers' fork storms on a small machine.
+# The CPU space without compile (a compile trial takes 10-30 s on two cores;
+# tests/study/test_runner.py covers compile) and without the DataLoader workers' fork storms on a
+# small machine.
 QUICK_SPACE = """\
 num_workers: {low: 0, high: 1}
 batch_size: {factors: [1, 2, 4]}
@@ -138,25 +140,28 @@ def test_oom_trials_are_recorded_and_the_study_finishes(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = run_autotune(
         "search", "--adapter", "tests/adapters/oom_above.py", "--device", "cpu", "--space", space,
-        "--trials", "5", "--out", out, "--measure-seconds", "1", "--seed", "0",
+        "--trials", "5", "--out", out, "--measure-seconds", "1", "--confirm-measure-seconds", "1",
+        "--seed", "0",
     )
     assert proc.returncode == 0, failure(proc)
 
-    trials = load(out, "oom_above").get_trials()
+    study = load(out, "oom_above")
+    trials = read_records(study)
+    constraints = {t.number: t.constraints for t in study.get_trials()}
     assert len(trials) == 5
-    too_big = {t.number for t in trials if t.user_attrs["config"]["batch_size"] > threshold}
+    too_big = {t.number for t in trials if t.config is not None and t.config.batch_size > threshold}
     assert too_big, "no trial tried a batch above the threshold: the test proves nothing"
     for t in trials:
         assert t.state == TrialState.COMPLETE
-        status = t.user_attrs["result"]["status"]
+        assert t.result is not None
         if t.number in too_big:
-            assert status == "oom", t.user_attrs["result"]
-            assert t.constraints == {"usable": 1.0}
+            assert t.status is Status.OOM, t.result
+            assert constraints[t.number] == {"usable": 1.0}
             assert t.value == 0.0
-            assert "OutOfMemoryError" in t.user_attrs["result"]["reason"]
+            assert "OutOfMemoryError" in t.result.reason
         else:
-            assert status == "ok", t.user_attrs["result"]
-            assert t.constraints == {"usable": 0.0}
+            assert t.status is Status.OK, t.result
+            assert constraints[t.number] == {"usable": 0.0}
     best = yaml.safe_load((out / "best.yaml").read_text())
     assert best["config"]["batch_size"] <= threshold
     assert load_config(out / "best.yaml").batch_size <= threshold
@@ -170,7 +175,8 @@ def test_oom_trials_are_recorded_and_the_study_finishes(tmp_path: Path) -> None:
 def search_mlp(out: Path, space: Path, trials: int) -> subprocess.CompletedProcess[str]:
     return run_autotune(
         "search", "--adapter", "adapters/mlp.py", "--trials", str(trials), "--device", "cpu",
-        "--out", out, "--measure-seconds", "2", "--seed", "0", "--space", space,
+        "--out", out, "--measure-seconds", "2", "--confirm-measure-seconds", "2", "--seed", "0",
+        "--space", space,
     )
 
 
@@ -209,9 +215,10 @@ def test_best_yaml_round_trips_and_beats_the_baseline(mlp_study: tuple[Path, Pat
     out, _, proc = mlp_study
     assert proc.returncode == 0, failure(proc)
     doc = yaml.safe_load((out / "best.yaml").read_text())
-    config = load_config(out / "best.yaml")
-    assert config == TrainConfig(**doc["config"])
-    assert doc["env"] == {"PYTORCH_CUDA_ALLOC_CONF": config.alloc_conf}
+    tuned = load_config(out / "best.yaml")
+    assert tuned.config == TrainConfig(**doc["config"])
+    assert tuned.device == doc["provenance"]["device_kind"] == "cpu"
+    assert doc["env"] == {"PYTORCH_CUDA_ALLOC_CONF": tuned.alloc_conf}
     assert doc["throughput"]["unit"] == doc["baseline"]["unit"] == "samples/s"
     assert doc["throughput"]["value"] >= doc["baseline"]["value"] > 0
     assert doc["provenance"]["torch"] and doc["provenance"]["cpu_count"]
@@ -222,12 +229,13 @@ def test_study_holds_every_trial(mlp_study: tuple[Path, Path, Any]) -> None:
     out, _, proc = mlp_study
     assert proc.returncode == 0, failure(proc)
     study = load(out, "mlp")
-    trials = study.get_trials()
+    trials = read_records(study)
     assert len(trials) == len(csv_rows(out / "trials.csv")) == 4
     assert all(t.state == TrialState.COMPLETE for t in trials)
-    assert [t.number for t in trials if t.user_attrs.get("baseline")] == [0]
-    assert trials[0].user_attrs["config"] == TrainConfig(batch_size=32).to_dict()
-    assert study.user_attrs["unit"] == "samples"
+    assert [t.number for t in trials if t.baseline] == [0]
+    assert trials[0].config == TrainConfig(batch_size=32)
+    info = read_info(study)
+    assert info is not None and info.unit == "samples" and info.device == "cpu"
 
 
 @pytest.mark.slow
@@ -250,10 +258,10 @@ def test_rerun_continues_the_same_study(mlp_study: tuple[Path, Path, Any], tmp_p
     shutil.copytree(first_out, out)  # leave the shared study as the other tests expect it
     resumed = search_mlp(out, space, trials=6)
     assert resumed.returncode == 0, failure(resumed)
-    trials = load(out, "mlp").get_trials()
+    trials = read_records(load(out, "mlp"))
     assert len(trials) == 6
     assert all(t.state == TrialState.COMPLETE for t in trials)
-    assert [t.number for t in trials if t.user_attrs.get("baseline")] == [0]
+    assert [t.number for t in trials if t.baseline] == [0]
     assert len(csv_rows(out / "trials.csv")) == 6
     assert "(4 trial(s) done before)" in " ".join(resumed.stdout.split())
 

@@ -36,12 +36,15 @@ from helpers import (
 )
 from optuna.trial import TrialState
 
-from autotune import load_config
+from autotune import Status, load_config
+from autotune.study.records import TrialRecord, read_records
 
 FAULT_ADAPTERS = TEST_ADAPTERS / "faults"
 
-# Trial 0 is the baseline (batch 8, no workers); with --seed 0, trial 1 samples the other value
-# (checked by each test, so a sampler change fails loudly instead of proving nothing).
+# Trial 0 is the baseline (batch 8, no workers). Trial 1 takes the other value: in WORKER_SPACE
+# it is the hand recipe (a worker); in BATCH_SPACE, where the recipe is the baseline, the
+# sampler's with --seed 0 (checked by each test, so a change fails loudly instead of proving
+# nothing).
 BATCH_SPACE = "batch_size: {factors: [1, 4]}\n"
 WORKER_SPACE = "num_workers: {choices: [0, 1]}\n"
 # Long enough for the baseline to finish while six searches share two cores (it took 17 s
@@ -160,9 +163,14 @@ def fault_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, F
             kill_all(all_recorded(run.pid_dir), run.tag)
 
 
-def load_trials(run: FaultRun) -> list[optuna.trial.FrozenTrial]:
+def load_study(run: FaultRun) -> optuna.Study:
     storage = f"sqlite:///{(run.out / 'study.db').resolve()}"
-    return optuna.load_study(study_name=run.fault.adapter.stem, storage=storage).get_trials()
+    return optuna.load_study(study_name=run.fault.adapter.stem, storage=storage)
+
+
+def load_trials(run: FaultRun) -> list[TrialRecord]:
+    """The trials that ran (a guided search may leave follow-ups WAITING for its next run)."""
+    return [t for t in read_records(load_study(run)) if t.state != TrialState.WAITING]
 
 
 def describe(run: FaultRun) -> str:
@@ -183,24 +191,26 @@ def test_fault_is_recorded_and_the_study_goes_on(fault_runs: dict[str, FaultRun]
     trials = load_trials(run)
     assert [t.number for t in trials] == [0, 1]
     base, faulty = trials
-    assert faulty.user_attrs["config"][fault.knob] == fault.value, (
-        "trial 1 did not sample the faulting config: the test proves nothing", faulty.user_attrs)
-    assert "duplicate_of" not in faulty.user_attrs
+    assert faulty.config is not None
+    assert getattr(faulty.config, fault.knob) == fault.value, (
+        "trial 1 did not sample the faulting config: the test proves nothing", faulty.config)
+    assert faulty.duplicate_of is None
 
     # The fault: a finished (COMPLETE) trial, infeasible, with its status and reason.
-    result = faulty.user_attrs["result"]
+    result = faulty.result
+    assert result is not None
     assert faulty.state == TrialState.COMPLETE
-    assert result["status"] == fault.status, result
+    assert result.status.value == fault.status, result
     for fragment in fault.reason:
-        assert fragment in result["reason"], result
-    assert faulty.constraints == {"usable": 1.0}
+        assert fragment in result.reason, result
+    assert load_study(run).trials[1].constraints == {"usable": 1.0}
     assert faulty.value == 0.0
-    assert result["throughput"] is None
+    assert result.throughput is None
 
     # Its log is kept where the result says.
     log = run.out / "trials" / "1" / "log.txt"
     assert log.is_file()
-    assert result["log"] == str(log)
+    assert result.log == str(log)
     assert (run.out / "trials" / "1" / "request.json").is_file()
     if fault.status == "error":
         text = log.read_text()
@@ -209,11 +219,11 @@ def test_fault_is_recorded_and_the_study_goes_on(fault_runs: dict[str, FaultRun]
 
     # The study went on: the baseline ran ok and best.yaml reports it.
     assert base.state == TrialState.COMPLETE
-    assert base.user_attrs["baseline"] is True
-    assert base.user_attrs["result"]["status"] == "ok", base.user_attrs["result"]
+    assert base.baseline
+    assert base.status is Status.OK, base.result
     best = yaml.safe_load((run.out / "best.yaml").read_text())
     assert best["measurement"]["trial"] == 0
-    assert load_config(run.out / "best.yaml").to_dict() == base.user_attrs["config"]
+    assert load_config(run.out / "best.yaml").config == base.config
     assert best["throughput"]["value"] == pytest.approx(base.value, rel=1e-3)
     rows = csv_rows(run.out / "trials.csv")
     assert [(r["number"], r["status"]) for r in rows] == [("0", "ok"), ("1", fault.status)]
@@ -237,9 +247,9 @@ def test_fault_leaves_no_process_behind(fault_runs: dict[str, FaultRun], name: s
 @pytest.mark.slow
 def test_worker_exception_reason_keeps_the_original_message(fault_runs: dict[str, FaultRun]) -> None:
     run = fault_runs["worker-error"]
-    result = load_trials(run)[1].user_attrs["result"]
-    assert result["status"] == "error", result
-    assert "ValueError" in result["reason"] and "bad sample 3" in result["reason"], result
+    result = load_trials(run)[1].result
+    assert result is not None and result.status is Status.ERROR, result
+    assert "ValueError" in result.reason and "bad sample 3" in result.reason, result
 
 
 @pytest.mark.slow

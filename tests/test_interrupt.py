@@ -31,17 +31,18 @@ from helpers import (
 )
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
-from optuna.trial import FrozenTrial, TrialState
-
+from optuna.trial import TrialState
 from rich.console import Console
 
 from autotune import Adapter, Status, TrainConfig, TrialResult, load_config
-from autotune.display import QuietListener, RichDisplay
-from autotune.files import atomic_write_text
-from autotune.report import COLUMNS
-from autotune.search import Search, SearchSettings
-from autotune.space import parse_space
-from autotune.worker import TrialRequest
+from autotune.contract.files import atomic_write_text
+from autotune.contract.request import TrialRequest
+from autotune.outputs.display import QuietListener, RichDisplay
+from autotune.outputs.report import write_outputs
+from autotune.outputs.table import COLUMNS
+from autotune.study.records import TrialRecord, read_records
+from autotune.study.search import Search, SearchSettings
+from autotune.study.space import parse_space
 
 SLOW_ADAPTER = TEST_ADAPTERS / "faults" / "slow_step.py"
 SLEEP_ENV = "AUTOTUNE_TEST_STEP_SLEEP"
@@ -65,9 +66,11 @@ def slow_search_args(space: Path, out: Path) -> list[str]:
     ]
 
 
-def load_sqlite_trials(out: Path, name: str) -> list[FrozenTrial]:
+def load_sqlite_trials(out: Path, name: str) -> list[TrialRecord]:
+    """The trials that ran (a guided search may leave follow-ups WAITING for its next run)."""
     storage = f"sqlite:///{(out / 'study.db').resolve()}"
-    return optuna.load_study(study_name=name, storage=storage).get_trials()
+    return [t for t in read_records(optuna.load_study(study_name=name, storage=storage))
+            if t.state != TrialState.WAITING]
 
 
 @pytest.mark.slow
@@ -78,7 +81,8 @@ def test_signal_stops_the_running_trial_and_the_same_command_resumes(
     tmp_path: Path, sig: signal.Signals, code: int
 ) -> None:
     space = tmp_path / "space.yaml"
-    # Trial 0: batch 8, no workers; with seed 1, trial 1: batch 32 (stuck) with a DataLoader worker.
+    # Trial 0: the baseline (batch 8, no workers); trial 1: the hand recipe, with a DataLoader
+    # worker, stuck waiting for its batch.
     space.write_text("num_workers: {choices: [0, 1]}\nbatch_size: {factors: [1, 4]}\n")
     out = tmp_path / "out"
     pid_dir = tmp_path / "pids"
@@ -118,12 +122,13 @@ def test_signal_stops_the_running_trial_and_the_same_command_resumes(
     trials = load_sqlite_trials(out, "slow_step")
     assert [t.number for t in trials] == [0, 1]
     base, stopped = trials
-    assert base.state == TrialState.COMPLETE and base.user_attrs["result"]["status"] == "ok"
-    assert (stopped.user_attrs["config"]["batch_size"], stopped.user_attrs["config"]["num_workers"]) \
-        == (32, 1), stopped.user_attrs["config"]
+    assert base.state == TrialState.COMPLETE and base.status is Status.OK
+    assert stopped.config is not None and stopped.result is not None
+    assert (stopped.config.batch_size, stopped.config.num_workers) == (8, 1), stopped.config
+    assert stopped.role == "recipe"
     assert stopped.state == TrialState.FAIL  # says nothing about the config: not counted
-    assert stopped.user_attrs["result"]["status"] == "interrupted"
-    assert sig.name in stopped.user_attrs["result"]["reason"]
+    assert stopped.status is Status.INTERRUPTED
+    assert sig.name in stopped.result.reason
     assert (out / "trials" / "1" / "log.txt").is_file()
     # Outputs for what finished are written.
     rows = csv_rows(out / "trials.csv")
@@ -149,11 +154,11 @@ def test_signal_stops_the_running_trial_and_the_same_command_resumes(
     assert len(complete) == 2
     assert [(t.number, t.state) for t in trials if t.state != TrialState.COMPLETE] == [
         (1, TrialState.FAIL)]
-    assert trials[1].user_attrs["result"]["status"] == "interrupted"
-    assert [t.number for t in trials if t.user_attrs.get("baseline")] == [0]
-    assert [t.number for t in trials if t.user_attrs.get("config") == base.user_attrs["config"]
-            and "duplicate_of" not in t.user_attrs] == [0]  # the baseline is not measured again
-    ok = [t for t in complete if t.user_attrs["result"]["status"] == "ok"]
+    assert trials[1].status is Status.INTERRUPTED
+    assert [t.number for t in trials if t.baseline] == [0]
+    assert [t.number for t in trials if t.config == base.config
+            and t.duplicate_of is None] == [0]  # the baseline is not measured again
+    ok = [t for t in complete if t.ok]
     fastest = max(ok, key=lambda t: t.value or 0.0)
     best = yaml.safe_load((out / "best.yaml").read_text())
     assert best["measurement"]["trial"] == fastest.number
@@ -178,7 +183,7 @@ def test_interrupted_trial_line_keeps_status_and_config_apart() -> None:
 _DIE_MID_WRITE = """
 import os, signal, sys
 from pathlib import Path
-import autotune.files
+import autotune.contract.files
 
 real_fdopen = os.fdopen
 
@@ -197,8 +202,8 @@ class DiesHalfway:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-autotune.files.os.fdopen = lambda fd, mode: DiesHalfway(real_fdopen(fd, mode))
-autotune.files.atomic_write_text(Path(sys.argv[1]), "throughput: 2.0\\n" * 10000)
+autotune.contract.files.os.fdopen = lambda fd, mode: DiesHalfway(real_fdopen(fd, mode))
+autotune.contract.files.atomic_write_text(Path(sys.argv[1]), "throughput: 2.0\\n" * 10000)
 """
 
 
@@ -224,7 +229,7 @@ def test_failed_write_leaves_the_previous_file_and_no_temporary(
     def disk_full(src: Any, dst: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("autotune.files.os.replace", disk_full)
+    monkeypatch.setattr("autotune.contract.files.os.replace", disk_full)
     with pytest.raises(OSError, match="No space left"):
         atomic_write_text(target, "number,status\n0,ok\n1,oom\n")
     assert target.read_text() == "number,status\n0,ok\n"
@@ -262,7 +267,9 @@ class CheckingListener(QuietListener):
 
 
 def test_outputs_are_complete_after_every_trial_whatever_it_ended_as(tmp_path: Path) -> None:
-    statuses = [Status.OK, Status.OOM, Status.CRASHED, Status.OK, Status.TIMEOUT, Status.NAN]
+    # The OOM last: it implies that larger batches run out of memory too, and those would not
+    # be run (nor their scripted outcomes happen).
+    statuses = [Status.OK, Status.CRASHED, Status.OK, Status.TIMEOUT, Status.NAN, Status.OOM]
 
     def script(call: int, request: TrialRequest) -> TrialResult:
         if statuses[call] is Status.OK:
@@ -278,7 +285,8 @@ def test_outputs_are_complete_after_every_trial_whatever_it_ended_as(tmp_path: P
                               study_name="durable", trials=len(statuses), seed=0, confirm=0)
     listener = CheckingListener(out)
     runner = FakeRunner(script)
-    Search(settings, space, Tiny, runner=runner, listener=listener).run()
+    Search(settings, space, Tiny, runner=runner, listener=listener,
+           on_change=lambda study: write_outputs(study, settings)).run()
     assert len(runner.requests) == len(statuses)  # every scripted outcome happened
     assert listener.checked == list(range(len(statuses)))
 
@@ -349,15 +357,16 @@ def test_two_searches_share_a_journal_study(tmp_path: Path) -> None:
 
     study = optuna.load_study(study_name="shared",
                               storage=JournalStorage(JournalFileBackend(str(journal))))
-    trials = study.get_trials()
+    assert len({t._trial_id for t in study.get_trials()}) == len(study.get_trials())
+    trials = read_records(study)
     numbers = [t.number for t in trials]
     assert len(numbers) == len(set(numbers)) == numbers[-1] + 1  # each trial recorded once
-    assert len({t._trial_id for t in trials}) == len(trials)
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     assert len(complete) >= 3
     assert not [t.number for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
-    assert all(t.user_attrs["result"]["status"] in {s.value for s in Status} for t in complete)
-    owners = {t.user_attrs["owner"]["pid"] for t in trials}
+    assert all(isinstance(t.status, Status) for t in complete)
+    assert all(t.owner is not None for t in trials)
+    owners = {t.owner["pid"] for t in trials if t.owner is not None}
     assert owners == {p.pid for p in procs}, "both processes should have run trials"
     for out in outs:
         assert check_snapshot(out) == 3

@@ -13,8 +13,8 @@ from helpers import TEST_ADAPTERS, run_autotune
 
 from autotune import Adapter, Status, TrainConfig, TrialResult
 from autotune.lab import LabRow, lab_rows, run_lab, summarize, to_markdown
-from autotune.measure import MeasureSettings
-from autotune.worker import TrialRequest
+from autotune.trial.measure import MeasureSettings
+from autotune.contract.request import TrialRequest
 
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2)
 TUNED = TrainConfig(batch_size=16, num_workers=1, prefetch_factor=2)

@@ -9,32 +9,25 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+from pathlib import Path
+from typing import Any
 
 import torch
-from torch import nn
 
-import autotune
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/adapters: the shared base
+from base import SmallAdapter  # noqa: E402
 
 FAULT_ENV = "AUTOTUNE_TEST_FAULT"
 
 
-class FaultyAdapter(autotune.Adapter):
+class FaultyAdapter(SmallAdapter):
     batch_size = 4
 
-    def dataset(self) -> torch.utils.data.Dataset:
-        return torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
-
-    def model(self) -> nn.Module:
-        return nn.Linear(4, 2)
-
-    def optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        return torch.optim.SGD(model.parameters(), lr=0.01)
-
-    def loss(self, model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         fault = os.environ[FAULT_ENV]
-        x, y = batch
         if fault == "nan":
-            return nn.functional.cross_entropy(model(x), y) * float("nan")
+            return super().loss(model, batch) * float("nan")
         if fault == "error":
             raise ValueError("bad batch in the user's loss")
         if fault == "kill":

@@ -6,45 +6,28 @@ the model alone runs about 8 / 5 ms = 1600 samples/s while the loader delivers f
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
 import torch
 from torch import nn
 
-import autotune
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/adapters: the shared base
+from base import SmallAdapter  # noqa: E402
 
-FEATURES = 8
-CLASSES = 2
-SAMPLES = 512
 FORWARD_SECONDS = 0.005
 
 
-class SlowLinear(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.linear = nn.Linear(FEATURES, CLASSES)
-
+class SlowLinear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         time.sleep(FORWARD_SECONDS)
-        return self.linear(x)
+        return super().forward(x)
 
 
-class SlowModelAdapter(autotune.Adapter):
-    unit = "samples"
-    batch_size = 8
-
-    def dataset(self) -> torch.utils.data.Dataset:
-        g = torch.Generator().manual_seed(0)
-        x = torch.randn(SAMPLES, FEATURES, generator=g)
-        y = torch.randint(0, CLASSES, (SAMPLES,), generator=g)
-        return torch.utils.data.TensorDataset(x, y)
+class SlowModelAdapter(SmallAdapter):
+    features = 8
+    samples = 512
 
     def model(self) -> nn.Module:
-        return SlowLinear()
-
-    def optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        return torch.optim.SGD(model.parameters(), lr=0.01)
-
-    def loss(self, model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        x, y = batch
-        return nn.functional.cross_entropy(model(x), y)
+        return SlowLinear(self.features, self.classes)

@@ -17,11 +17,11 @@ import torch
 from torch import nn
 
 import autotune
-from autotune.compose import TrainStep
-from autotune.config import TrainConfig
-from autotune.result import Status
-from autotune.runner import SubprocessRunner
-from autotune.worker import TrialRequest
+from autotune.trial.compose import TrainStep
+from autotune.contract.config import TrainConfig
+from autotune.contract.result import Status
+from autotune.study.runner import SubprocessRunner
+from autotune.contract.request import TrialRequest
 
 pytestmark = pytest.mark.requires_cuda
 

@@ -1,46 +1,27 @@
 """A tiny adapter whose step hangs (sleeps an hour in `loss`) above batch size 8.
 
 A deadlock or a stuck collective inside the training step: the trial never reports, so only the
-trial time limit ends it. Batch 8 (the baseline) trains normally. The trial process records its
-pid as an empty file "main-<pid>" in `$AUTOTUNE_TEST_PID_DIR` (when set).
+trial time limit ends it. Batch 8 (the baseline) trains normally. Each trial process records its
+pid in `$AUTOTUNE_TEST_PID_DIR` (see ../base.py).
 """
 
 from __future__ import annotations
 
-import os
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
-from torch import nn
 
-import autotune
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/adapters: the shared base
+from base import SmallAdapter  # noqa: E402
 
-PID_DIR_ENV = "AUTOTUNE_TEST_PID_DIR"
 THRESHOLD = 8
 
 
-def _record(kind: str) -> None:
-    folder = os.environ.get(PID_DIR_ENV)
-    if folder:
-        (Path(folder) / f"{kind}-{os.getpid()}").touch()
-
-
-class HangStepAdapter(autotune.Adapter):
-    batch_size = 8
-
-    def dataset(self) -> torch.utils.data.Dataset:
-        _record("main")
-        return torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
-
-    def model(self) -> nn.Module:
-        return nn.Linear(4, 2)
-
-    def optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        return torch.optim.SGD(model.parameters(), lr=0.01)
-
-    def loss(self, model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        x, y = batch
-        if len(x) > THRESHOLD:
+class HangStepAdapter(SmallAdapter):
+    def loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        if len(batch[0]) > THRESHOLD:
             time.sleep(3600)
-        return nn.functional.cross_entropy(model(x), y)
+        return super().loss(model, batch)

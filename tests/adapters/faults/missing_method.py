@@ -1,4 +1,6 @@
-"""An adapter that forgets `optimizer`: the search must refuse it before any trial, naming it."""
+"""An adapter that forgets `optimizer`: the search must refuse it before any trial, naming it.
+
+It does not subclass ../base.py's SmallAdapter: that would inherit the very method it lacks."""
 
 from __future__ import annotations
 

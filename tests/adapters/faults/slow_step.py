@@ -1,66 +1,39 @@
-"""A tiny adapter whose step sleeps `$AUTOTUNE_TEST_STEP_SLEEP` seconds above batch size 8.
+"""A tiny adapter whose trials with DataLoader workers get stuck in their step while
+`$AUTOTUNE_TEST_STEP_SLEEP` is set: each worker sleeps that many seconds in every sample it
+reads, so the step waits for its batch.
 
-For interrupting a search while a trial runs: with the variable set, a trial above batch 8 is
-stuck in its step; without it (a resumed run), every trial trains normally. Batch 8 (the
-baseline) never sleeps. Each process records its pid as an empty file in
-`$AUTOTUNE_TEST_PID_DIR` (when set): "main-<pid>" for the trial process, "worker-<pid>" for a
-DataLoader worker, and "step-<pid>" once a trial is stuck in its step (the test waits for it).
+For interrupting a search while a trial runs: with the variable set, a trial with workers is
+stuck; without it (a resumed run), every trial trains normally. The baseline (no workers) never
+waits. Each process records its pid in `$AUTOTUNE_TEST_PID_DIR` (see ../base.py: "main" and
+"worker"), and a worker records "step-<pid>" once it holds its trial's step up (the test waits
+for it).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
 import torch
-from torch import nn
 
-import autotune
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/adapters: the shared base
+from base import Samples, SmallAdapter, record_pid  # noqa: E402
 
-PID_DIR_ENV = "AUTOTUNE_TEST_PID_DIR"
 SLEEP_ENV = "AUTOTUNE_TEST_STEP_SLEEP"
-THRESHOLD = 8
 
 
-def _record(kind: str) -> None:
-    folder = os.environ.get(PID_DIR_ENV)
-    if folder:
-        (Path(folder) / f"{kind}-{os.getpid()}").touch()
-
-
-class RecordingDataset(torch.utils.data.Dataset):
-    def __init__(self) -> None:
-        g = torch.Generator().manual_seed(0)
-        self.x = torch.randn(64, 4, generator=g)
-        self.y = torch.randint(0, 2, (64,), generator=g)
-
-    def __len__(self) -> int:
-        return len(self.x)
-
+class SlowWorkerSamples(Samples):
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        if torch.utils.data.get_worker_info() is not None:
-            _record("worker")
-        return self.x[i], self.y[i]
-
-
-class SlowStepAdapter(autotune.Adapter):
-    batch_size = 8
-
-    def dataset(self) -> torch.utils.data.Dataset:
-        _record("main")
-        return RecordingDataset()
-
-    def model(self) -> nn.Module:
-        return nn.Linear(4, 2)
-
-    def optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        return torch.optim.SGD(model.parameters(), lr=0.01)
-
-    def loss(self, model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        x, y = batch
+        sample = super().__getitem__(i)  # records a worker's pid
         seconds = float(os.environ.get(SLEEP_ENV, "0"))
-        if len(x) > THRESHOLD and seconds > 0:
-            _record("step")
+        if seconds > 0 and torch.utils.data.get_worker_info() is not None:
+            record_pid("step")
             time.sleep(seconds)
-        return nn.functional.cross_entropy(model(x), y)
+        return sample
+
+
+class SlowStepAdapter(SmallAdapter):
+    def dataset(self) -> torch.utils.data.Dataset:
+        return SlowWorkerSamples(self.samples, self.features, self.classes)

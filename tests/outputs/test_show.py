@@ -7,35 +7,45 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
-from helpers import FakeRunner, ok_by_batch_size
 from rich.console import Console
 
-from autotune import Adapter, InputError, MeasureSettings, Status, TrialResult
-from autotune.display import QuietListener
-from autotune.search import Search, SearchSettings
-from autotune.show import load_study, show
-from autotune.space import parse_space
-from autotune.worker import TrialRequest
+from autotune import InputError, MeasureSettings, Status, TrainConfig, TrialResult
+from autotune.outputs.report import write_outputs
+from autotune.outputs.show import load_study, show
+from autotune.study import records
+from autotune.study.search import SearchSettings
+from autotune.study.storage import open_storage
 
-
-class Tiny(Adapter):
-    batch_size = 8
+# The study `show` reads: the baseline, a batch that ran out of memory, a faster one.
+OUTCOMES = [
+    ("baseline", TrainConfig(batch_size=8),
+     TrialResult(status=Status.OK, throughput=800.0, spread=0.01, converged=True)),
+    ("", TrainConfig(batch_size=32, num_workers=2),
+     TrialResult(status=Status.OOM, reason="OutOfMemoryError: CUDA out of memory")),
+    ("", TrainConfig(batch_size=16, num_workers=1),
+     TrialResult(status=Status.OK, throughput=1600.0, spread=0.2, converged=False,
+                 step_seconds=0.01, data_wait_fraction=0.25)),
+]
 
 
 def run_study(out: Path, storage: str, trials: int = 3) -> None:
-    """A study whose second trial runs out of memory, told by a scripted runner."""
-
-    def script(call: int, request: TrialRequest) -> TrialResult:
-        if call == 1:
-            return TrialResult(status=Status.OOM, reason="OutOfMemoryError: CUDA out of memory")
-        return ok_by_batch_size(call, request)
-
-    space = parse_space({"num_workers": {"low": 0, "high": 4}, "batch_size": {"factors": [1, 2, 4]}},
-                        source="space.yaml", adapter=Tiny, device_type="cpu", cpus=4)
+    """A study whose second trial ran out of memory, written as a search writes it (through
+    `records`), and its outputs (study.yaml points `show` at the storage)."""
     settings = SearchSettings(adapter=Path("tiny.py"), space_source="space.yaml", device="cpu",
                               out=out, storage=storage, study_name="shown", trials=trials, seed=0,
                               measure=MeasureSettings(), confirm=0)
-    Search(settings, space, Tiny, runner=FakeRunner(script), listener=QuietListener()).run()
+    out.mkdir(parents=True, exist_ok=True)
+    study = optuna.create_study(storage=open_storage(settings.storage), study_name="shown",
+                                direction="maximize")
+    records.write_info(study, records.StudyInfo(adapter="tiny.py", unit="samples",
+                                                space="space.yaml", device="cpu"))
+    for role, config, result in OUTCOMES[:trials]:
+        records.enqueue_config(study, {}, role)
+        trial = study.ask()
+        records.write_config(trial, config)
+        records.write_result(trial, result)
+        study.tell(trial, result.throughput or 0.0)
+    write_outputs(study, settings)
 
 
 @pytest.fixture(autouse=True)
@@ -61,6 +71,13 @@ def test_show_prints_the_top_trials(tmp_path: Path) -> None:
     assert "0 (base)" in text
     assert "bs=8 fp32" in text
     assert "other trials: 1 oom" in text
+    lines = text.splitlines()
+    fastest = next(i for i, line in enumerate(lines) if "bs=16 workers=1 fp32" in line)
+    base = next(i for i, line in enumerate(lines) if "0 (base)" in line)
+    assert fastest < base  # fastest first
+    assert "2.00" in lines[fastest] and "20.0%*" in lines[fastest]  # x base; spread, not converged
+    assert "10.0" in lines[fastest] and "25%" in lines[fastest]  # step ms, data wait
+    assert "* spread above tolerance" in text
 
 
 def test_show_top_limits_the_rows(tmp_path: Path) -> None:

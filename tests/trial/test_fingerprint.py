@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -9,9 +10,10 @@ import os
 import pytest
 import torch
 
-import autotune.fingerprint as fp_module
-from autotune.fingerprint import _cgroup_cpu_limit, _cpu_model, fingerprint
-from autotune.space import available_cpus
+import autotune.trial.fingerprint as fp_module
+from autotune import Fingerprint
+from autotune.contract.host import available_cpus
+from autotune.trial.fingerprint import _cgroup_cpu_limit, _cpu_model, fingerprint
 
 V2 = "/sys/fs/cgroup/cpu.max"
 V1_QUOTA = "/sys/fs/cgroup/cpu/cpu.cfs_quota_us"
@@ -44,19 +46,23 @@ def fake_files(monkeypatch: pytest.MonkeyPatch, files: dict[str, str]) -> None:
 
 @pytest.mark.parametrize("device", [None, "cpu", torch.device("cpu")])
 def test_fingerprint_on_cpu(device: object) -> None:
-    facts = fingerprint(device)
-    for key in ("date", "hostname", "python", "torch", "cuda", "cudnn", "cpu_count",
-                "cpus_available", "cpu_model", "cgroup_cpu_limit", "gpu"):
-        assert key in facts, key
-    assert facts["gpu"] is None
-    assert "gpu_memory_gb" not in facts and "driver" not in facts
-    assert facts["torch"] == torch.__version__
-    assert facts["cpu_count"] == os.cpu_count()
-    assert facts["cpus_available"] == available_cpus()
-    assert facts["cpu_model"] is None or isinstance(facts["cpu_model"], str)
-    limit = facts["cgroup_cpu_limit"]
+    fp = fingerprint(device)
+    assert isinstance(fp, Fingerprint)
+    facts = dataclasses.asdict(fp)
+    for key in ("date", "hostname", "python", "torch", "cpu_count", "cpus_available"):
+        assert facts[key] is not None, key
+    # No GPU facts without a CUDA device.
+    for key in ("gpu", "gpu_memory_gb", "gpu_capability", "gpu_multiprocessors", "driver"):
+        assert facts[key] is None, key
+    assert fp.torch == torch.__version__
+    assert fp.cuda == torch.version.cuda
+    assert fp.cpu_count == os.cpu_count()
+    assert fp.cpus_available == available_cpus()
+    assert fp.cpu_model is None or isinstance(fp.cpu_model, str)
+    assert fp.device == f"cpu: {fp.cpu_model}"
+    limit = fp.cgroup_cpu_limit
     assert limit is None or (isinstance(limit, float) and limit > 0)
-    date = datetime.datetime.fromisoformat(facts["date"])
+    date = datetime.datetime.fromisoformat(fp.date)
     assert date.tzinfo is not None  # UTC, said so
     age = datetime.datetime.now(datetime.timezone.utc) - date
     assert datetime.timedelta(0) <= age < datetime.timedelta(minutes=5)
@@ -66,9 +72,9 @@ def test_fingerprint_on_cpu(device: object) -> None:
 def test_fingerprint_reads_the_fake_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     fake_files(monkeypatch, {V2: "150000 100000\n",
                              CPUINFO: "processor\t: 0\nmodel name\t: Fake CPU @ 3.0GHz\n"})
-    facts = fingerprint("cpu")
-    assert facts["cgroup_cpu_limit"] == 1.5
-    assert facts["cpu_model"] == "Fake CPU @ 3.0GHz"
+    fp = fingerprint("cpu")
+    assert fp.cgroup_cpu_limit == 1.5
+    assert fp.cpu_model == "Fake CPU @ 3.0GHz"
 
 
 # -- cgroup CPU limit ---------------------------------------------------------------------------------

@@ -17,11 +17,13 @@ from helpers import FakeRunner, csv_rows, ok_by_batch_size
 from optuna.trial import TrialState
 
 from autotune import Adapter, InputError, MeasureSettings, Status, TrainConfig, TrialResult, load_config
-from autotune.display import QuietListener
-from autotune.runner import InProcessRunner
-from autotune.search import Interrupted, Search, SearchSettings
-from autotune.space import SearchSpace, parse_space
-from autotune.worker import TrialRequest
+from autotune.contract.request import TrialRequest
+from autotune.outputs.display import QuietListener
+from autotune.outputs.report import write_outputs
+from autotune.study.records import TrialRecord, read_records
+from autotune.study.runner import InProcessRunner
+from autotune.study.search import Interrupted, Search, SearchSettings
+from autotune.study.space import SearchSpace, parse_space
 
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
 
@@ -73,15 +75,27 @@ def search(
     tmp_path: Path, raw: dict[str, Any], *, trials: int, runner: Any = None,
     listener: Any = None, adapter_cls: type[Adapter] = Tiny, **changes: Any,
 ) -> Search:
+    study_settings = settings(tmp_path, trials=trials, **changes)
     return Search(
-        settings(tmp_path, trials=trials, **changes), space_of(raw, adapter_cls), adapter_cls,
+        study_settings, space_of(raw, adapter_cls), adapter_cls,
         runner=runner or FakeRunner(), listener=listener or QuietListener(),
+        on_change=lambda study: write_outputs(study, study_settings),
     )
 
 
-def trials_of(tmp_path: Path) -> list[optuna.trial.FrozenTrial]:
-    study = optuna.load_study(study_name="test", storage=f"sqlite:///{tmp_path / 'study.db'}")
-    return study.get_trials()
+def study_of(tmp_path: Path) -> optuna.Study:
+    return optuna.load_study(study_name="test", storage=f"sqlite:///{tmp_path / 'study.db'}")
+
+
+def records_of(tmp_path: Path) -> list[TrialRecord]:
+    """The stored trials that started, read as autotune reads them (a guided search may leave
+    follow-ups enqueued, WAITING for the next run)."""
+    return [r for r in read_records(study_of(tmp_path)) if r.state != TrialState.WAITING]
+
+
+def constraints_of(tmp_path: Path) -> dict[int, Any]:
+    """What the sampler was told about each trial's feasibility (Optuna's own field)."""
+    return {t.number: t.constraints for t in study_of(tmp_path).get_trials()}
 
 
 @pytest.fixture(autouse=True)
@@ -96,22 +110,30 @@ def test_in_process_search_baseline_first(tmp_path: Path, tiny_adapter: Path) ->
     s = search(tmp_path, SMALL, trials=3, runner=InProcessRunner(), adapter=tiny_adapter)
     winner = s.run()
 
-    trials = trials_of(tmp_path)
+    trials = records_of(tmp_path)
     assert len(trials) == 3
+    waiting = [r for r in read_records(study_of(tmp_path)) if r.state == TrialState.WAITING]
+    assert all(r.role.startswith("follow") and r.config is None for r in waiting), waiting
     base = trials[0]
     assert base.number == 0
-    assert base.user_attrs["baseline"] is True
-    assert base.user_attrs["config"] == TrainConfig(batch_size=Tiny.batch_size).to_dict()
-    assert base.user_attrs["result"]["status"] == "ok"
-    assert [t.number for t in trials if t.user_attrs.get("baseline")] == [0]
+    assert base.baseline and base.role == "baseline"
+    assert study_of(tmp_path).trials[0].user_attrs["baseline"] is True  # for optuna-dashboard
+    assert base.config == TrainConfig(batch_size=Tiny.batch_size)
+    assert base.status is Status.OK
+    assert [t.number for t in trials if t.baseline] == [0]
+    constraints = constraints_of(tmp_path)
     for t in trials:
         assert t.state == TrialState.COMPLETE
-        assert t.user_attrs["result"]["status"] == "ok", t.user_attrs["result"]["reason"]
-        assert t.constraints == {"usable": 0.0}
-        assert t.value == t.user_attrs["result"]["throughput"] > 0
+        assert t.result is not None
+        assert t.result.status is Status.OK, t.result.reason
+        assert constraints[t.number] == {"usable": 0.0}
+        assert t.value == t.result.throughput > 0
+        assert t.owner is not None and t.owner["pid"] == os.getpid()
+        assert {"start", "compose", "warmup", "windows", "diagnosis"} <= set(t.result.phases)
     out = tmp_path / "out"
     assert winner is not None
-    assert load_config(out / "best.yaml") == TrainConfig(**winner.trial.user_attrs["config"])
+    tuned = load_config(out / "best.yaml")
+    assert tuned.config == winner.record.config and tuned.device == "cpu"
     assert len(csv_rows(out / "trials.csv")) == 3
     assert (out / "trials" / "0" / "result.json").is_file()
 
@@ -139,13 +161,13 @@ def test_duplicates_are_not_re_run(tmp_path: Path, tiny_adapter: Path) -> None:
     runner = CountingInProcessRunner()
     search(tmp_path, ONE_CONFIG, trials=3, runner=runner, adapter=tiny_adapter).run()
     assert runner.numbers == [0]  # one config in the space: measured once
-    trials = trials_of(tmp_path)
+    trials = records_of(tmp_path)
     assert len(trials) == 3
-    assert trials[0].user_attrs["result"]["status"] == "ok"
-    assert [t.user_attrs.get("duplicate_of") for t in trials] == [None, 0, 0]
+    assert trials[0].status is Status.OK
+    assert [t.duplicate_of for t in trials] == [None, 0, 0]
     for t in trials[1:]:
         assert t.state == TrialState.COMPLETE
-        assert t.user_attrs["result"] == trials[0].user_attrs["result"]
+        assert t.result == trials[0].result
         assert t.value == trials[0].value
     assert not (tmp_path / "out" / "trials" / "1").exists()
     rows = csv_rows(tmp_path / "out" / "trials.csv")
@@ -181,15 +203,17 @@ def test_failed_outcomes_are_complete_but_infeasible(tmp_path: Path) -> None:
 
     runner = FakeRunner(script)
     search(tmp_path, LARGE, trials=len(failures) + 2, runner=runner).run()
-    trials = [t for t in trials_of(tmp_path) if "duplicate_of" not in t.user_attrs]
-    statuses = {t.user_attrs["result"]["status"] for t in trials}
-    assert statuses == {"ok"} | {s.value for s in failures}
+    trials = [t for t in records_of(tmp_path) if t.duplicate_of is None]
+    constraints = constraints_of(tmp_path)
+    statuses = {t.status for t in trials}
+    assert statuses == {Status.OK, *failures}
     for t in trials:
         assert t.state == TrialState.COMPLETE
-        if t.user_attrs["result"]["status"] == "ok":
-            assert t.constraints == {"usable": 0.0} and t.value is not None and t.value > 0
+        if t.status is Status.OK:
+            assert constraints[t.number] == {"usable": 0.0}
+            assert t.value is not None and t.value > 0
         else:
-            assert t.constraints == {"usable": 1.0}, t.user_attrs["result"]
+            assert constraints[t.number] == {"usable": 1.0}, t.result
             assert t.value == 0.0
 
 
@@ -200,12 +224,13 @@ def test_interrupted_trial_is_failed_and_not_counted(tmp_path: Path) -> None:
         return ok_by_batch_size(call, request)
 
     search(tmp_path, LARGE, trials=3, runner=FakeRunner(script)).run()
-    trials = trials_of(tmp_path)
+    trials = records_of(tmp_path)
     states = [t.state for t in trials]
     assert states.count(TrialState.COMPLETE) == 3
     assert states.count(TrialState.FAIL) == 1
     failed = next(t for t in trials if t.state == TrialState.FAIL)
-    assert failed.user_attrs["result"]["status"] == "interrupted"
+    assert failed.status is Status.INTERRUPTED
+    assert not failed.ok and failed.value is None
 
 
 def test_timeout_cut_short_by_the_study_budget_is_failed(tmp_path: Path) -> None:
@@ -219,9 +244,9 @@ def test_timeout_cut_short_by_the_study_budget_is_failed(tmp_path: Path) -> None
     # the budget, so a timeout says nothing about the config.
     search(tmp_path, LARGE, trials=2, runner=runner, timeout=1000.0, trial_timeout=5000.0).run()
     assert all(t <= 1000.0 for t in runner.timeouts)
-    trials = trials_of(tmp_path)
+    trials = records_of(tmp_path)
     assert [t.state for t in trials].count(TrialState.FAIL) == 1
-    assert next(t for t in trials if t.state == TrialState.FAIL).user_attrs["result"]["status"] == "timeout"
+    assert next(t for t in trials if t.state == TrialState.FAIL).status is Status.TIMEOUT
 
 
 def test_own_timeout_is_infeasible(tmp_path: Path) -> None:
@@ -233,9 +258,9 @@ def test_own_timeout_is_infeasible(tmp_path: Path) -> None:
     runner = FakeRunner(script)
     search(tmp_path, LARGE, trials=2, runner=runner, trial_timeout=30.0).run()
     assert runner.timeouts == [30.0, 30.0]
-    trials = trials_of(tmp_path)
+    trials = records_of(tmp_path)
     assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.COMPLETE]
-    assert trials[1].constraints == {"usable": 1.0}
+    assert constraints_of(tmp_path)[1] == {"usable": 1.0}
 
 
 def test_no_trial_starts_without_enough_budget(tmp_path: Path) -> None:
@@ -268,7 +293,7 @@ def test_signal_stops_the_search_and_keeps_outputs(tmp_path: Path) -> None:
     assert installed
     assert signal.getsignal(signal.SIGINT) is before  # the caller's handler is back
     assert len(runner.requests) == 2  # no trial started after the signal
-    trials = trials_of(tmp_path)
+    trials = records_of(tmp_path)
     assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.FAIL]
     assert len(csv_rows(tmp_path / "out" / "trials.csv")) == 2
     assert (tmp_path / "out" / "best.yaml").is_file()
@@ -279,10 +304,10 @@ def test_resume_continues_the_same_study(tmp_path: Path) -> None:
     search(tmp_path, LARGE, trials=2, runner=first).run()
     second = FakeRunner()
     search(tmp_path, LARGE, trials=4, runner=second).run()
-    trials = trials_of(tmp_path)
+    trials = records_of(tmp_path)
     assert len(trials) == 4
     assert all(t.state == TrialState.COMPLETE for t in trials)
-    assert [t.number for t in trials if t.user_attrs.get("baseline")] == [0]
+    assert [t.number for t in trials if t.baseline] == [0]
     assert len(first.requests) == 2
     # Trials 2 and 3 are new (a repeat of an earlier config is answered from the study).
     assert len(second.requests) <= 2
@@ -296,7 +321,7 @@ def test_resume_with_enough_trials_runs_nothing(tmp_path: Path) -> None:
     winner = search(tmp_path, LARGE, trials=2, runner=runner).run()
     assert runner.requests == []
     assert winner is not None
-    assert len(trials_of(tmp_path)) == 2
+    assert len(records_of(tmp_path)) == 2
 
 
 def test_study_of_another_unit_is_refused(tmp_path: Path) -> None:
@@ -323,9 +348,9 @@ def test_stale_running_trial_of_a_dead_process_is_failed(tmp_path: Path) -> None
     alive.set_user_attr("owner", {"host": socket.gethostname(), "pid": os.getpid()})
 
     search(tmp_path, LARGE, trials=2).run()
-    by_number = {t.number: t for t in trials_of(tmp_path)}
+    by_number = {t.number: t for t in records_of(tmp_path)}
     assert by_number[stale.number].state == TrialState.FAIL
-    assert by_number[stale.number].user_attrs["result"]["status"] == "interrupted"
+    assert by_number[stale.number].status is Status.INTERRUPTED
     assert by_number[alive.number].state == TrialState.RUNNING  # its owner is still running
 
 
@@ -333,16 +358,17 @@ def test_confirmation_reruns_the_leaders_and_the_baseline(tmp_path: Path) -> Non
     runner = FakeRunner()
     s = search(tmp_path, LARGE, trials=4, runner=runner, confirm=2, confirm_repeats=2)
     winner = s.run()
-    searched = [t for t in trials_of(tmp_path) if "duplicate_of" not in t.user_attrs]
-    confirm_requests = runner.requests[len(searched):]
+    searched = [t for t in records_of(tmp_path) if t.duplicate_of is None]
+    confirm_requests = [r for r in runner.requests if not r.diagnose]  # re-runs only time
+    assert len(runner.requests) == len(searched) + len(confirm_requests)
     ok = sorted(searched, key=lambda t: -(t.value or 0.0))
-    leaders = {TrainConfig(**t.user_attrs["config"]) for t in ok[:2]}
+    leaders = {t.config for t in ok[:2]}
     expected = leaders | {TrainConfig(batch_size=8)}
     assert {r.config for r in confirm_requests} == expected
     assert len(confirm_requests) == 2 * len(expected)
     assert winner is not None
     fastest = max(expected, key=lambda c: c.batch_size)
-    assert load_config(tmp_path / "out" / "best.yaml") == fastest
+    assert load_config(tmp_path / "out" / "best.yaml").config == fastest
 
 
 def test_study_of_another_device_is_refused(tmp_path: Path) -> None:
@@ -362,15 +388,16 @@ def test_cuda_graphs_with_accumulation_are_recorded_but_never_launched(tmp_path:
     Search(settings(tmp_path, trials=8, device="cuda"), cuda_space, Tiny, runner=runner,
            listener=QuietListener()).run()
 
-    trials = [t for t in trials_of(tmp_path) if "duplicate_of" not in t.user_attrs]
-    refused = [t for t in trials if t.user_attrs["config"]["grad_accum"] > 1
-               and t.user_attrs["config"]["compile"] == "reduce-overhead"]
+    trials = [t for t in records_of(tmp_path) if t.duplicate_of is None]
+    constraints = constraints_of(tmp_path)
+    refused = [t for t in trials if t.config is not None and t.config.grad_accum > 1
+               and t.config.compile == "reduce-overhead"]
     assert refused, "the sampler never proposed accumulation: the test proves nothing"
     for t in refused:
-        result = t.user_attrs["result"]
-        assert result["status"] == "error"
-        assert result["reason"].startswith("not run: compile=reduce-overhead replays CUDA graphs")
-        assert t.constraints == {"usable": 1.0}
+        assert t.result is not None
+        assert t.result.status is Status.ERROR
+        assert t.result.reason.startswith("not run: compile=reduce-overhead replays CUDA graphs")
+        assert constraints[t.number] == {"usable": 1.0}
     launched = [r.config for r in runner.requests]
     assert any(c.grad_accum > 1 for c in launched)  # accumulation alone still runs
     assert all(c.grad_accum == 1 or c.compile == "none" for c in launched), launched

@@ -10,16 +10,27 @@ from typing import Any
 import optuna
 import pytest
 import yaml
-from optuna.trial import FrozenTrial, TrialState, create_trial
+from helpers import stored_trial
+from optuna.trial import TrialState
 
 from autotune import Adapter, MeasureSettings, Status, TrainConfig, TrialResult, load_config
-from autotune.confirm import Candidate, candidates, estimate_seconds, run_confirmation
-from autotune.display import QuietListener
-from autotune.report import best_document, pick_winner
-from autotune.runner import InProcessRunner
-from autotune.search import Search, SearchSettings
-from autotune.space import parse_space
-from autotune.worker import TrialRequest
+from autotune.contract.request import TrialRequest
+from autotune.outputs.best import best_document
+from autotune.outputs.display import QuietListener
+from autotune.outputs.report import write_outputs
+from autotune.study.confirm import (
+    FRESH_PROCESS_SECONDS,
+    Candidate,
+    candidates,
+    estimate_seconds,
+    run_confirmation,
+)
+from autotune.study.records import (ConfirmationEntry, StudyInfo, TrialRecord, read_confirmation,
+                                    read_records)
+from autotune.study.runner import InProcessRunner
+from autotune.study.search import Search, SearchSettings
+from autotune.study.space import parse_space
+from autotune.study.winner import pick_winner
 
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
 
@@ -38,22 +49,21 @@ def trial(
     state: TrialState = TrialState.COMPLETE,
     extra_attrs: dict[str, Any] | None = None,
     **changes: Any,
-) -> FrozenTrial:
+) -> TrialRecord:
+    """A trial as the study stores it (its user attributes), read back as a record."""
     attrs: dict[str, Any] = {
         "config": config(**changes),
         "result": {"status": status, "throughput": value if status == "ok" else None,
                    "unit": "samples", "duration_seconds": duration},
+        "role": "baseline" if baseline else "",
         "baseline": baseline,
         **(extra_attrs or {}),
     }
-    t = create_trial(state=state, value=value if state == TrialState.COMPLETE else None,
-                     user_attrs=attrs)
-    t.number = number
-    return t
+    return stored_trial(number, state=state, value=value, attrs=attrs)
 
 
 @pytest.fixture
-def trials() -> list[FrozenTrial]:
+def trials() -> list[TrialRecord]:
     return [
         trial(0, 100.0, baseline=True, duration=5.0),
         trial(1, 300.0, batch_size=32, duration=20.0),
@@ -71,7 +81,7 @@ def trials() -> list[FrozenTrial]:
 
 
 def test_candidates_are_the_k_fastest_distinct_ok_configs_and_the_baseline(
-    trials: list[FrozenTrial],
+    trials: list[TrialRecord],
 ) -> None:
     cands = candidates(trials, 2)
     assert [c.trial for c in cands] == [1, 3, 0]
@@ -82,7 +92,7 @@ def test_candidates_are_the_k_fastest_distinct_ok_configs_and_the_baseline(
     assert cands[2].config == TrainConfig(batch_size=8)
 
 
-def test_candidates_k_larger_than_the_configs(trials: list[FrozenTrial]) -> None:
+def test_candidates_k_larger_than_the_configs(trials: list[TrialRecord]) -> None:
     cands = candidates(trials, 10)
     # Distinct ok configs only: trial 4 repeats trial 1's config, 5 is a duplicate, 2 failed.
     assert [c.trial for c in cands] == [1, 3, 6, 0]
@@ -108,9 +118,13 @@ def test_no_candidates_without_ok_trials() -> None:
     assert candidates([], 3) == []
 
 
-def test_estimate_seconds(trials: list[FrozenTrial]) -> None:
-    cands = candidates(trials, 2)
-    assert estimate_seconds(cands, 3) == 3 * (20.0 + 12.0 + 5.0)
+def test_estimate_seconds(trials: list[TrialRecord]) -> None:
+    cands = candidates(trials, 2)  # trials of 20, 12 and 5 seconds, no compile
+    fresh = 3 * FRESH_PROCESS_SECONDS
+    assert estimate_seconds(cands, 3) == 3 * (20.0 + 12.0 + 5.0) + 3 * fresh
+    assert estimate_seconds(cands, 1, extra_measure_seconds=2.0) == 37.0 + fresh + 3 * 2.0
+    compiled = [c.__class__(**{**c.__dict__, "compile_seconds": 4.0}) for c in cands]
+    assert estimate_seconds(compiled, 1) == 37.0 - 3 * 4.0 + fresh
     assert estimate_seconds([], 3) == 0.0
 
 
@@ -149,7 +163,7 @@ CANDS = [cand(3, 300.0, batch_size=32, duration=20.0), cand(5, 280.0, batch_size
 
 
 def confirm(runner: ScriptedRunner, tmp_path: Path, cands: list[Candidate] = CANDS,
-            repeats: int = 3, seed: int | None = 1, **kw: Any) -> list[dict[str, Any]]:
+            repeats: int = 3, seed: int | None = 1, **kw: Any) -> list[ConfirmationEntry]:
     return run_confirmation(cands, adapter=Path("adapter.py"), device="cpu", runner=runner,
                             out=tmp_path, repeats=repeats, trial_timeout=300.0, measure=QUICK,
                             seed=seed, **kw)
@@ -194,14 +208,14 @@ def test_summary_has_medians_sorted_fastest_first(tmp_path: Path) -> None:
         0: [ok(90.0), ok(100.0), ok(95.0)],
     })
     summary = confirm(runner, tmp_path, seed=7)
-    assert [s["trial"] for s in summary] == [5, 3, 0]
-    by = {s["trial"]: s for s in summary}
-    assert by[5]["median"] == 260.0 and by[3]["median"] == 200.0 and by[0]["median"] == 95.0
-    assert by[5]["spread"] == pytest.approx(20.0 / 260.0)
-    assert sorted(by[3]["throughputs"]) == [190.0, 200.0, 210.0]
-    assert by[3]["search_throughput"] == 300.0
-    assert by[0]["baseline"] is True and by[5]["baseline"] is False
-    assert by[5]["statuses"] == ["ok"] * 3
+    assert [s.trial for s in summary] == [5, 3, 0]
+    by = {s.trial: s for s in summary}
+    assert by[5].median == 260.0 and by[3].median == 200.0 and by[0].median == 95.0
+    assert by[5].spread == pytest.approx(20.0 / 260.0)
+    assert sorted(by[3].throughputs) == [190.0, 200.0, 210.0]
+    assert by[3].search_throughput == 300.0
+    assert by[0].baseline is True and by[5].baseline is False
+    assert by[5].statuses == ("ok",) * 3
 
 
 def test_failed_runs_are_left_out_of_the_median(tmp_path: Path) -> None:
@@ -212,13 +226,13 @@ def test_failed_runs_are_left_out_of_the_median(tmp_path: Path) -> None:
         0: [ok(90.0), ok(100.0)],
     })
     summary = confirm(runner, tmp_path, repeats=2)
-    by = {s["trial"]: s for s in summary}
-    assert by[5]["throughputs"] == [260.0] and by[5]["median"] == 260.0
-    assert by[5]["spread"] is None  # one value has no spread
-    assert by[3]["median"] is None and by[3]["throughputs"] == []
-    assert sorted(by[3]["statuses"]) == ["oom", "oom"]
-    assert summary[-1]["trial"] == 3
-    assert [s["trial"] for s in summary][:2] == [5, 0]
+    by = {s.trial: s for s in summary}
+    assert by[5].throughputs == (260.0,) and by[5].median == 260.0
+    assert by[5].spread is None  # one value has no spread
+    assert by[3].median is None and by[3].throughputs == ()
+    assert sorted(by[3].statuses) == ["oom", "oom"]
+    assert summary[-1].trial == 3
+    assert [s.trial for s in summary][:2] == [5, 0]
 
 
 def test_an_interrupted_run_stops_the_confirmation(tmp_path: Path) -> None:
@@ -229,7 +243,7 @@ def test_an_interrupted_run_stops_the_confirmation(tmp_path: Path) -> None:
                       on_result=lambda c, r: seen.append((c.trial, r.status)))
     assert len(runner.calls) == 1
     assert seen == [(runner.order[0], Status.INTERRUPTED)]
-    assert all(s["median"] is None for s in summary)
+    assert all(s.median is None for s in summary)
 
 
 def test_on_result_sees_every_run(tmp_path: Path) -> None:
@@ -240,6 +254,10 @@ def test_on_result_sees_every_run(tmp_path: Path) -> None:
 
 
 # -- the confirmed winner is the one reported -----------------------------------------------------------
+
+
+INFO = StudyInfo(adapter="tests/adapters/tiny.py", unit="samples", space="test-space.yaml",
+                 device="cpu")
 
 
 def search_settings(tmp_path: Path, **changes: Any) -> SearchSettings:
@@ -260,17 +278,17 @@ def test_confirmation_overrules_the_search(tmp_path: Path) -> None:
                              0: [ok(80.0), ok(90.0)]})
     summary = confirm(runner, tmp_path, cands=cands, repeats=2, seed=0)
 
-    searched = pick_winner(ts, {})
-    assert searched is not None and searched.trial.number == 3
-    winner = pick_winner(ts, {"confirmation": summary})
+    searched = pick_winner(ts, None)
+    assert searched is not None and searched.record.number == 3
+    winner = pick_winner(ts, summary)
     assert winner is not None
-    assert winner.trial.number == 5
+    assert winner.record.number == 5
     assert winner.throughput == 265.0  # the median of its confirmation runs
     assert winner.baseline == 85.0  # the baseline re-measured, not its search value
     assert winner.speedup == pytest.approx(265.0 / 85.0)
     assert winner.confirmation == summary
 
-    doc = best_document(winner, {"unit": "samples"}, search_settings(tmp_path))
+    doc = best_document(winner, INFO, None, search_settings(tmp_path))
     assert doc["config"] == config(batch_size=16)
     assert doc["throughput"] == {"value": 265.0, "unit": "samples/s",
                                  "from": "median of the confirmation runs"}
@@ -286,9 +304,9 @@ def test_confirmation_overrules_the_search(tmp_path: Path) -> None:
 
 def test_without_confirmation_best_document_says_the_search(tmp_path: Path) -> None:
     ts = [trial(0, 100.0, baseline=True), trial(3, 300.0, batch_size=32)]
-    winner = pick_winner(ts, {"confirmation": None})
-    assert winner is not None and winner.trial.number == 3
-    doc = best_document(winner, {"unit": "samples"}, search_settings(tmp_path))
+    winner = pick_winner(ts, None)
+    assert winner is not None and winner.record.number == 3
+    doc = best_document(winner, INFO, None, search_settings(tmp_path))
     assert doc["throughput"]["from"] == "the search trial's median window"
     assert doc["throughput"]["value"] == 300.0
     assert doc["confirmation"] is None
@@ -296,11 +314,11 @@ def test_without_confirmation_best_document_says_the_search(tmp_path: Path) -> N
 
 def test_confirmation_where_every_run_failed_falls_back_to_the_search() -> None:
     ts = [trial(0, 100.0, baseline=True), trial(3, 300.0, batch_size=32)]
-    confirmation = [{"trial": 3, "baseline": False, "median": None, "throughputs": [],
-                     "search_throughput": 300.0, "spread": None, "statuses": ["oom"]}]
-    winner = pick_winner(ts, {"confirmation": confirmation})
+    confirmation = [ConfirmationEntry(trial=3, baseline=False, median=None, throughputs=(),
+                                      search_throughput=300.0, spread=None, statuses=("oom",))]
+    winner = pick_winner(ts, confirmation)
     assert winner is not None
-    assert winner.trial.number == 3 and winner.throughput == 300.0
+    assert winner.record.number == 3 and winner.throughput == 300.0
     assert winner.confirmation is None
 
 
@@ -325,25 +343,31 @@ def test_search_confirms_its_leaders(tmp_path: Path, tiny_adapter: Path) -> None
         def confirm_result(self, c: Candidate, result: TrialResult) -> None:
             confirmed.append((c.trial, result.status))
 
-    winner = Search(settings, space, Tiny, runner=InProcessRunner(), listener=Listener()).run()
+    winner = Search(settings, space, Tiny, runner=InProcessRunner(), listener=Listener(),
+           on_change=lambda study: write_outputs(study, settings)).run()
 
     study = optuna.load_study(study_name="test", storage=f"sqlite:///{tmp_path / 'study.db'}")
-    confirmation = study.user_attrs["confirmation"]
+    confirmation = read_confirmation(study)
+    assert confirmation is not None
     assert 2 <= len(confirmation) <= 3
-    assert sum(c["baseline"] for c in confirmation) == 1
+    assert sum(c.baseline for c in confirmation) == 1
     for c in confirmation:
-        assert c["statuses"] == ["ok", "ok"], c
-        assert len(c["throughputs"]) == 2 and c["median"] > 0
-    medians = [c["median"] for c in confirmation]
+        assert c.statuses == ("ok", "ok"), c
+        assert len(c.throughputs) == 2 and c.median is not None and c.median > 0
+    medians = [c.median for c in confirmation]
     assert medians == sorted(medians, reverse=True)
     assert len(confirmed) == 2 * len(confirmation)
     assert len(list((tmp_path / "out" / "confirm").iterdir())) == 2 * len(confirmation)
 
     assert winner is not None and winner.confirmation == confirmation
-    assert winner.trial.number == confirmation[0]["trial"]
+    assert winner.record.number == confirmation[0].trial
+    by_number = {r.number: r for r in read_records(study)}
+    assert {c.trial for c in confirmation if c.baseline} == {0}
+    assert by_number[0].baseline
     best = yaml.safe_load((tmp_path / "out" / "best.yaml").read_text())
     assert best["throughput"]["from"] == "median of the confirmation runs"
-    assert [c["trial"] for c in best["confirmation"]] == [c["trial"] for c in confirmation]
+    assert [c["trial"] for c in best["confirmation"]] == [c.trial for c in confirmation]
     assert all(len(c["runs"]) == 2 for c in best["confirmation"])
-    assert load_config(tmp_path / "out" / "best.yaml") == TrainConfig(
-        **winner.trial.user_attrs["config"])
+    tuned = load_config(tmp_path / "out" / "best.yaml")
+    assert tuned.config == winner.record.config
+    assert tuned.device == "cpu"

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.hostcpu import CpuTimes, cpu_usage, read_cpu_times
+from autotune import HostCpu
+from autotune.trial.hostcpu import CpuTimes, cpu_usage, read_cpu_times
 
 
 def stat_file(tmp_path: Path, name: str, cpu_line: str) -> Path:
@@ -22,10 +23,10 @@ def test_busy_and_steal_fractions_between_two_readings(tmp_path: Path) -> None:
     assert before == CpuTimes(busy=1200, idle=5100, steal=0)  # guest is inside user already
     assert after == CpuTimes(busy=2050, idle=5300, steal=100)
     usage = cpu_usage(before, after)
-    assert usage is not None
+    assert isinstance(usage, HostCpu)
     # 1150 ticks passed: 850 busy, 200 idle or waiting, 100 stolen.
-    assert usage["busy_fraction"] == pytest.approx(850 / 1150)
-    assert usage["steal_fraction"] == pytest.approx(100 / 1150)
+    assert usage.busy_fraction == pytest.approx(850 / 1150)
+    assert usage.steal_fraction == pytest.approx(100 / 1150)
 
 
 def test_old_kernels_without_a_steal_column(tmp_path: Path) -> None:
@@ -57,5 +58,5 @@ def test_busy_work_shows_as_busy_cpu_time() -> None:
         pass
     usage = cpu_usage(before, read_cpu_times())
     assert usage is not None
-    assert 0.0 < usage["busy_fraction"] <= 1.0
-    assert 0.0 <= usage["steal_fraction"] < 1.0
+    assert 0.0 < usage.busy_fraction <= 1.0
+    assert 0.0 <= usage.steal_fraction < 1.0

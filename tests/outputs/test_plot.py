@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from autotune.plot import PlotData, plot_data, save_plot
+from autotune.outputs.plot import PlotData, plot_data, save_plot
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

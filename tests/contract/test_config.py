@@ -1,4 +1,7 @@
-"""TrainConfig: validation, YAML round-trip, `load_config` errors, production helpers."""
+"""TrainConfig: validation, YAML round-trip, `read_config` errors, the allocator environment.
+
+The helpers production code calls (`autotune.load_config` -> `TunedConfig`) are tested in
+tests/trial/test_production.py."""
 
 from __future__ import annotations
 
@@ -6,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 import yaml
 
-from autotune import InputError, TrainConfig, load_config
+from autotune import InputError, TrainConfig
+from autotune.contract.config import read_config
 
 FULL = TrainConfig(
     batch_size=64,
@@ -33,7 +36,7 @@ def write_yaml(path: Path, data: Any) -> Path:
 
 def load_error(path: Path) -> str:
     with pytest.raises(InputError) as excinfo:
-        load_config(path)
+        read_config(path)
     message = str(excinfo.value)
     assert str(path) in message, message
     return message
@@ -98,23 +101,23 @@ def test_dict_round_trip(config: TrainConfig) -> None:
 
 @pytest.mark.parametrize("config", [TrainConfig(batch_size=8), FULL], ids=["defaults", "every-knob"])
 def test_best_yaml_round_trip(tmp_path: Path, config: TrainConfig) -> None:
-    # The shape report.best_document writes: the knobs under `config:`, facts beside them.
+    # The shape outputs.best.best_document writes: the knobs under `config:`, facts beside them.
     path = write_yaml(tmp_path / "best.yaml", {
         "config": config.to_dict(),
         "env": {"PYTORCH_CUDA_ALLOC_CONF": config.alloc_conf},
         "throughput": {"value": 1234.5, "unit": "samples/s"},
     })
-    assert load_config(path) == config
+    assert read_config(path) == config
 
 
 def test_knobs_only_yaml_round_trip(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "knobs.yaml", FULL.to_dict())
-    assert load_config(path) == FULL
+    assert read_config(path) == FULL
 
 
 def test_partial_yaml_takes_defaults(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "knobs.yaml", {"batch_size": 16, "amp_dtype": "bf16"})
-    assert load_config(path) == TrainConfig(batch_size=16, amp_dtype="bf16")
+    assert read_config(path) == TrainConfig(batch_size=16, amp_dtype="bf16")
 
 
 def test_from_dict_names_source_and_key() -> None:
@@ -182,7 +185,7 @@ def test_missing_file(tmp_path: Path) -> None:
     load_error(tmp_path / "nope.yaml")
 
 
-def test_load_config_uses_safe_yaml(tmp_path: Path) -> None:
+def test_read_config_uses_safe_yaml(tmp_path: Path) -> None:
     marker = tmp_path / "executed"
     path = tmp_path / "best.yaml"
     path.write_text(f'config: !!python/object/apply:os.system ["touch {marker}"]\n')
@@ -200,56 +203,3 @@ def test_alloc_conf_and_env() -> None:
     assert TrainConfig(batch_size=8, max_split_size_mb=128).alloc_conf == "max_split_size_mb:128"
     assert FULL.alloc_conf == "expandable_segments:True,max_split_size_mb:512"
     assert FULL.env == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True,max_split_size_mb:512"}
-
-
-def test_dataloader_kwargs_without_workers() -> None:
-    kwargs = TrainConfig(batch_size=8).dataloader_kwargs()
-    assert kwargs == {"batch_size": 8, "num_workers": 0, "pin_memory": False}
-    torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.zeros(16, 2)), **kwargs)
-
-
-def test_dataloader_kwargs_with_workers() -> None:
-    config = TrainConfig(batch_size=8, num_workers=2, prefetch_factor=4, persistent_workers=True)
-    kwargs = config.dataloader_kwargs()
-    assert kwargs == {"batch_size": 8, "num_workers": 2, "pin_memory": False,
-                      "persistent_workers": True, "prefetch_factor": 4}
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.zeros(16, 2)), **kwargs)
-    assert loader.prefetch_factor == 4 and loader.persistent_workers
-
-
-def test_dataloader_kwargs_workers_default_prefetch() -> None:
-    kwargs = TrainConfig(batch_size=8, num_workers=1).dataloader_kwargs()
-    assert "prefetch_factor" not in kwargs
-    assert kwargs["persistent_workers"] is False
-
-
-def test_autocast_and_grad_scaler_on_cpu() -> None:
-    with TrainConfig(batch_size=8, amp_dtype="bf16").autocast("cpu"):
-        out = torch.nn.Linear(4, 4)(torch.randn(2, 4))
-    assert out.dtype == torch.bfloat16
-    with TrainConfig(batch_size=8).autocast("cpu"):
-        out = torch.nn.Linear(4, 4)(torch.randn(2, 4))
-    assert out.dtype == torch.float32
-    assert not TrainConfig(batch_size=8, amp_dtype="bf16").grad_scaler("cpu").is_enabled()
-    assert TrainConfig(batch_size=8, amp_dtype="fp16").grad_scaler("cpu").is_enabled()
-
-
-def test_wrap_model_checkpoints_blocks() -> None:
-    model = torch.nn.Sequential(*(torch.nn.Linear(4, 4) for _ in range(4)))
-    wrapped = TrainConfig(batch_size=8, checkpoint=0.5).wrap_model(model, list(model))
-    assert wrapped is model  # compile "none": the model itself
-    assert sum(bool(getattr(b, "_autotune_checkpointed", False)) for b in model) == 2
-    x = torch.randn(3, 4, requires_grad=True)
-    wrapped(x).sum().backward()
-    assert x.grad is not None
-
-
-def test_known_incompatible_only_refuses_cuda_graphs_with_accumulation() -> None:
-    from autotune.compose import known_incompatible
-
-    graphs = TrainConfig(batch_size=8, grad_accum=2, compile="reduce-overhead")
-    assert "grad_accum=2" in (known_incompatible(graphs, "cuda") or "")
-    assert known_incompatible(graphs, "cpu") is None  # no CUDA graphs on a CPU
-    assert known_incompatible(graphs.replace(grad_accum=1), "cuda") is None
-    assert known_incompatible(graphs.replace(compile="default"), "cuda") is None
-    assert known_incompatible(graphs.replace(compile="max-autotune"), "cuda") is not None

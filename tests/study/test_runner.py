@@ -13,9 +13,9 @@ import pytest
 from helpers import PID_DIR_ENV, kill_all, process_state, recorded_pids
 
 from autotune import MeasureSettings, Status, TrainConfig, TrialResult
-from autotune.runner import (InProcessRunner, SubprocessRunner, _group_running, _wait_group_dead,
-                             kill_group)
-from autotune.worker import TrialRequest
+from autotune.contract.request import TrialRequest
+from autotune.study.processes import _group_running, _wait_group_dead
+from autotune.study.runner import InProcessRunner, SubprocessRunner, kill_group
 
 # Short windows: the tests check outcomes, not the precision of the numbers.
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
@@ -23,33 +23,6 @@ QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
 
 def request_for(adapter: Path, config: TrainConfig, measure: MeasureSettings = QUICK) -> TrialRequest:
     return TrialRequest(adapter=str(adapter), config=config, device="cpu", measure=measure, number=7)
-
-
-# -- the request file ---------------------------------------------------------------------------------
-
-
-def test_trial_request_round_trip(tiny_adapter: Path) -> None:
-    request = request_for(
-        tiny_adapter,
-        TrainConfig(batch_size=16, num_workers=2, prefetch_factor=4, amp_dtype="bf16"),
-    )
-    data = json.loads(json.dumps(request.to_dict()))  # what request.json holds
-    assert TrialRequest.from_dict(data) == request
-
-
-def test_trial_result_round_trip(tmp_path: Path) -> None:
-    result = TrialResult(status=Status.OK, throughput=12.5, unit="tokens", converged=True,
-                         extra={"window_throughputs": [12.0, 13.0]})
-    result.save(tmp_path / "result.json")
-    loaded = TrialResult.load(tmp_path / "result.json")
-    assert loaded == result
-    assert loaded.status is Status.OK
-    assert json.loads((tmp_path / "result.json").read_text())["status"] == "ok"
-
-
-def test_ok_result_needs_a_throughput() -> None:
-    with pytest.raises(ValueError, match="throughput"):
-        TrialResult(status=Status.OK)
 
 
 # -- the in-process twin ----------------------------------------------------------------------------
@@ -69,17 +42,22 @@ def test_in_process_runner_ok(tmp_path: Path, tiny_adapter: Path) -> None:
     assert result.step_seconds is not None and result.step_seconds > 0
     assert result.duration_seconds is not None and result.duration_seconds > 0
     assert result.peak_rss_mb is not None and result.peak_rss_mb > 0
-    assert result.extra["fingerprint"]["torch"]
-    assert len(result.extra["window_throughputs"]) == result.windows
+    assert result.fingerprint is not None and result.fingerprint.torch
+    assert len(result.window_throughputs) == result.windows
     if Path("/proc/stat").is_file():  # the CPUs worked while the windows were timed
-        assert 0.0 < result.extra["host_cpu"]["busy_fraction"] <= 1.0
-        assert 0.0 <= result.extra["host_cpu"]["steal_fraction"] < 1.0
+        assert result.host_cpu is not None
+        assert 0.0 < result.host_cpu.busy_fraction <= 1.0
+        assert 0.0 <= result.host_cpu.steal_fraction < 1.0
     # One directory per trial: config in, result out.
     request = TrialRequest.from_dict(json.loads((trial_dir / "request.json").read_text()))
     assert request.config == TrainConfig(batch_size=8)
     assert TrialResult.load(trial_dir / "result.json") == result
-    kinds = [e["event"] for e in events]
+    kinds = [e["event"] for e in events if e["event"] != "phase"]
     assert kinds[0] == "composed" and kinds.count("window") == result.windows
+    # Each phase is announced as it starts, in order, and its seconds end up in the result.
+    phases = [e["phase"] for e in events if e["event"] == "phase"]
+    assert phases == ["compose", "warmup", "windows", "diagnosis"]
+    assert set(phases) <= set(result.phases)
 
 
 def test_in_process_runner_counts_accumulated_micro_batches(tmp_path: Path, tiny_adapter: Path) -> None:
@@ -103,7 +81,7 @@ def test_in_process_runner_bf16(tmp_path: Path, tiny_adapter: Path) -> None:
         tmp_path / "t", timeout=60,
     )
     assert result.status is Status.OK, result.reason
-    assert result.extra["blocks_checkpointed"] == 2
+    assert result.blocks_checkpointed == 2
 
 
 @pytest.mark.parametrize(
@@ -192,8 +170,8 @@ _SEARCH_STANDIN = """
 import sys
 from pathlib import Path
 from autotune import TrainConfig
-from autotune.runner import SubprocessRunner
-from autotune.worker import TrialRequest
+from autotune.study.runner import SubprocessRunner
+from autotune.contract.request import TrialRequest
 request = TrialRequest(adapter=sys.argv[1], config=TrainConfig(batch_size=4, num_workers=2),
                        device="cpu")
 SubprocessRunner().run(request, Path(sys.argv[2]), timeout=600)

@@ -1,0 +1,116 @@
+"""best.yaml's contents: the winner's config, its figures, the diagnosis, the CPUs' state and
+where it was measured; plain YAML that `autotune.load_config` reads back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from helpers import stored_trial
+
+from autotune import Fingerprint, TrainConfig, load_config
+from autotune.outputs.best import best_document, yaml_header
+from autotune.study.records import StudyInfo, TrialRecord
+from autotune.study.search import SearchSettings
+from autotune.study.winner import Winner
+
+INFO = StudyInfo(adapter="adapters/mlp.py", unit="images", space="search_spaces/cpu.yaml",
+                 device="cpu")
+FINGERPRINT = Fingerprint(torch="2.13.0", cpu_count=16, cpus_available=8, cpu_model="EPYC",
+                          cgroup_cpu_limit=8.0, gpu="NVIDIA H100", gpu_memory_gb=79.1,
+                          driver="580.1", cuda="13.0", cudnn=91000)
+
+
+def settings(tmp_path: Path, device: str = "cpu") -> SearchSettings:
+    return SearchSettings(adapter=Path("a.py"), space_source="s.yaml", device=device,
+                          out=tmp_path, storage=str(tmp_path / "s.db"), study_name="t")
+
+
+def measured(number: int = 1, *, config: TrainConfig | None = None, **fields: Any) -> TrialRecord:
+    config = config or TrainConfig(batch_size=8, num_workers=4, expandable_segments=True)
+    result = {"status": "ok", "throughput": 300.0, "unit": "samples", "spread": 0.012345678,
+              "converged": True, "windows": 4, "step_seconds": 0.0266666, **fields}
+    return stored_trial(number, value=300.0, attrs={"config": config.to_dict(), "result": result})
+
+
+def document(tmp_path: Path, record: TrialRecord, **kw: Any) -> dict[str, Any]:
+    winner = Winner(record, 300.0, kw.pop("baseline", 100.0), None)
+    return best_document(winner, kw.pop("info", INFO), kw.pop("fingerprint", FINGERPRINT),
+                         settings(tmp_path, **kw))
+
+
+def test_config_figures_and_provenance(tmp_path: Path) -> None:
+    doc = document(tmp_path, measured())
+    assert doc["config"] == TrainConfig(batch_size=8, num_workers=4,
+                                        expandable_segments=True).to_dict()
+    assert doc["env"] == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    assert doc["throughput"] == {"value": 300.0, "unit": "images/s",  # the study's unit
+                                 "from": "the search trial's median window"}
+    assert doc["baseline"] == {"value": 100.0, "unit": "images/s"}
+    assert doc["speedup"] == 3.0
+    assert doc["confirmation"] is None and doc["diagnosis"] is None
+    m = doc["measurement"]
+    assert m["trial"] == 1 and m["windows"] == 4 and m["converged"] is True
+    assert m["spread"] == 0.01235 and m["step_seconds"] == 0.02667  # 4 significant digits
+    p = doc["provenance"]
+    assert p["device"] == "NVIDIA H100" and p["device_kind"] == "cpu"
+    assert p["torch"] == "2.13.0" and p["cpus_available"] == 8 and p["cgroup_cpu_limit"] == 8.0
+    assert p["space"] == "search_spaces/cpu.yaml" and p["study_name"] == "t"
+    assert p["storage"] == str((tmp_path / "s.db").resolve())
+
+
+def test_without_a_baseline_or_facts(tmp_path: Path) -> None:
+    doc = document(tmp_path, measured(), baseline=None, info=None, fingerprint=None)
+    assert doc["baseline"] is None and doc["speedup"] is None
+    assert doc["throughput"]["unit"] == "samples/s"  # the result's own unit
+    assert doc["provenance"]["device"] == "cpu: None" and doc["provenance"]["space"] is None
+
+
+def test_diagnosis_is_plain_and_rounded(tmp_path: Path) -> None:
+    diagnosis = {"verdict": "input-bound", "suggestion": "more workers", "throughput": 300.123456,
+                 "loader_rate": 310.98765, "compute_rate": 2000.0, "data_wait_fraction": 0.612345,
+                 "gpu_busy_fraction": None, "cpu_busy_fraction": 0.5}
+    doc = document(tmp_path, measured(diagnosis=diagnosis))
+    assert doc["diagnosis"] == {"verdict": "input-bound", "suggestion": "more workers",
+                                "throughput": 300.1, "loader_rate": 311.0, "compute_rate": 2000.0,
+                                "data_wait_fraction": 0.6123, "gpu_busy_fraction": None,
+                                "cpu_busy_fraction": 0.5}
+
+
+def test_host_cpu_goes_into_best_yaml_with_a_steal_warning(tmp_path: Path) -> None:
+    def measurement(steal: float) -> dict[str, Any]:
+        record = measured(host_cpu={"busy_fraction": 0.96, "steal_fraction": steal})
+        return document(tmp_path, record)["measurement"]
+
+    noisy, quiet = measurement(0.12), measurement(0.01)
+    assert noisy["cpu_busy_fraction"] == 0.96 and noisy["cpu_steal_fraction"] == 0.12
+    assert "12% of the CPUs' time" in noisy["warning"]
+    assert quiet["cpu_steal_fraction"] == 0.01
+    assert "warning" not in quiet
+    assert "cpu_busy_fraction" not in document(tmp_path, measured())["measurement"]
+
+
+def test_host_cpu_of_a_legacy_result(tmp_path: Path) -> None:
+    record = measured(extra={"host_cpu": {"busy_fraction": 0.96, "steal_fraction": 0.12}})
+    assert document(tmp_path, record)["measurement"]["cpu_steal_fraction"] == 0.12
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_written_best_yaml_loads_back_with_its_device(tmp_path: Path, device: str) -> None:
+    config = TrainConfig(batch_size=16, amp_dtype="bf16")
+    doc = document(tmp_path, measured(config=config), device=device)
+    path = tmp_path / "best.yaml"
+    path.write_text(yaml_header(doc) + yaml.safe_dump(doc, sort_keys=False))
+    assert yaml.safe_load(path.read_text()) == doc  # plain YAML
+    tuned = load_config(path)
+    assert tuned.config == config and tuned.device == device
+
+
+def test_yaml_header_names_the_speedup_and_how_to_apply_it() -> None:
+    header = yaml_header({"speedup": 2.5})
+    assert header.splitlines()[0] == "# autotune: fastest measured configuration (2.5x the baseline)."
+    assert "autotune apply best.yaml" in header and "load_config" in header
+    assert all(line.startswith("#") for line in header.splitlines())
+    assert "x the baseline" not in yaml_header({"speedup": None})

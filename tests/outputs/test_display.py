@@ -1,0 +1,171 @@
+"""Live progress: the rich display prints one line per finished trial (to a console writing
+into a string here), keeps a status line, and reports the winner; the quiet listener says
+nothing."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from optuna.trial import TrialState
+from rich.console import Console
+from rich.text import Text
+
+from autotune import Status, TrainConfig, TrialResult
+from autotune.outputs.display import QuietListener, RichDisplay
+from autotune.study.confirm import Candidate
+from autotune.study.records import ConfirmationEntry, TrialRecord
+from autotune.study.search import SearchSettings
+from autotune.study.winner import Winner
+
+BASE = TrainConfig(batch_size=8)
+FAST = TrainConfig(batch_size=32, num_workers=2, amp_dtype="bf16")
+
+
+def console() -> Console:
+    return Console(file=io.StringIO(), width=200, color_system=None)
+
+
+def printed(display: RichDisplay) -> str:
+    return " ".join(display.console.file.getvalue().split())  # type: ignore[attr-defined]
+
+
+def winner(number: int, throughput: float, baseline: float | None,
+           confirmation: list[ConfirmationEntry] | None = None) -> Winner:
+    rec = TrialRecord(number=number, state=TrialState.COMPLETE, value=throughput, config=FAST,
+                      result=TrialResult(status=Status.OK, throughput=throughput))
+    return Winner(rec, throughput, baseline, confirmation)
+
+
+def finish(display: RichDisplay, number: int, config: TrainConfig, result: TrialResult,
+           best: Winner | None = None) -> str:
+    before = len(printed(display))
+    display.trial_started(number, config, 300.0)
+    display.trial_finished(number, result, best)
+    return printed(display)[before:].strip()
+
+
+# -- one line per finished trial ----------------------------------------------------------------------
+
+
+def test_an_ok_trial_line() -> None:
+    display = RichDisplay(console())
+    line = finish(display, 0, BASE, TrialResult(status=Status.OK, throughput=800.0,
+                                                converged=True, duration_seconds=12.4))
+    assert line == "#0 ok 800 samples/s bs=8 fp32 [12 s]"
+
+
+def test_an_ok_trial_against_the_baseline_with_compile_and_noise() -> None:
+    display = RichDisplay(console())
+    result = TrialResult(status=Status.OK, throughput=2400.0, unit="tokens", converged=False,
+                         compile_seconds=31.0, duration_seconds=55.0)
+    line = finish(display, 3, FAST, result, winner(3, 2400.0, 800.0))
+    assert line == ("#3 ok 2.4k tokens/s 3.00x (not converged) bs=32 workers=2 bf16 "
+                    "[55 s, compile 31 s]")
+
+
+def test_a_duplicate_says_so_instead_of_its_cost() -> None:
+    display = RichDisplay(console())
+    result = TrialResult(status=Status.OK, throughput=800.0, converged=True,
+                         reason="same config as trial 0: not re-run")
+    line = finish(display, 4, BASE, result)
+    assert line.endswith("bs=8 fp32 (same config as trial 0: not re-run)")
+
+
+@pytest.mark.parametrize("status", [Status.OOM, Status.NAN, Status.ERROR, Status.TIMEOUT,
+                                    Status.CRASHED, Status.INTERRUPTED])
+def test_a_failed_trial_line_keeps_status_config_and_reason_apart(status: Status) -> None:
+    display = RichDisplay(console())
+    line = finish(display, 1, FAST, TrialResult(status=status, reason="what happened"))
+    assert line == f"#1 {status.value} bs=32 workers=2 bf16 what happened"
+
+
+# -- the status line ---------------------------------------------------------------------------------
+
+
+def status_line(display: RichDisplay) -> str:
+    text = display.__rich__()
+    assert isinstance(text, Text)
+    return " ".join(text.plain.split())
+
+
+def test_status_line_follows_the_running_trial_and_the_best(tmp_path: Path) -> None:
+    display = RichDisplay(console())
+    display.total = 5
+    display.trial_started(2, FAST, 120.0)
+    assert "trial 1/5" in status_line(display)
+    assert "running #2 bs=32 workers=2 bf16 (limit 120 s) [starting, compiling, warming up" \
+        in status_line(display)
+    display.trial_event(2, {"event": "phase", "phase": "warmup"})
+    display.trial_event(2, {"event": "window", "throughput": 1500.0})
+    display.trial_event(2, {"event": "window", "throughput": 1600.0})
+    assert "[window 2: 1.6k/s" in status_line(display)
+    display.trial_finished(2, TrialResult(status=Status.OK, throughput=1600.0),
+                           winner(2, 1600.0, 800.0))
+    line = status_line(display)
+    assert "trial 2/5" in line and "best #2 1.6k items/s (2.00x baseline)" in line
+    assert "running" not in line
+
+
+# -- the search's start and end ----------------------------------------------------------------------
+
+
+def test_started_and_finished(tmp_path: Path) -> None:
+    display = RichDisplay(console())
+    settings = SearchSettings(adapter=Path("adapters/mlp.py"), space_source="cpu.yaml",
+                              device="cpu", out=tmp_path / "out",
+                              storage=str(tmp_path / "s.db"), study_name="mlp", trials=5)
+    display.started(settings, 2, "samples")
+    try:
+        assert display.live is not None
+        text = printed(display)
+        assert "autotune search adapter=adapters/mlp.py device=cpu study='mlp'" in text
+        assert "(2 trial(s) done before)" in text
+        assert display.total == 5 and display.done == 2 and display.unit == "samples"
+    finally:
+        display.finished(winner(3, 2400.0, 800.0))
+    assert display.live is None
+    assert "best: trial #3, 2.4k samples/s, 3.00x the baseline (" in printed(display)
+
+
+def test_finished_with_a_confirmed_winner_and_without_one() -> None:
+    display = RichDisplay(console())
+    entry = ConfirmationEntry(trial=3, baseline=False, search_throughput=2500.0,
+                              throughputs=(2400.0,), median=2400.0, spread=None, statuses=("ok",))
+    display.finished(winner(3, 2400.0, None, [entry]))
+    assert "best: trial #3, 2.4k items/s (confirmed by repeated runs)" in printed(display)
+    display.finished(None)
+    assert "no trial ran ok" in printed(display) and "trials/<n>/log.txt" in printed(display)
+
+
+def test_confirmation_lines() -> None:
+    display = RichDisplay(console())
+    display.unit = "samples"
+    cands = [Candidate(trial=3, config=FAST, search_throughput=2500.0, duration_seconds=10.0),
+             Candidate(trial=0, config=BASE, search_throughput=800.0, duration_seconds=5.0,
+                       baseline=True)]
+    display.confirm_started(cands, 2)
+    display.confirm_result(cands[0], TrialResult(status=Status.OK, throughput=2400.0))
+    display.confirm_result(cands[1], TrialResult(status=Status.OOM, reason="out of memory"))
+    text = printed(display)
+    assert "confirming #3, #0 (baseline): 2 fresh run(s) each, shuffled" in text
+    assert "#3 2.4k samples/s (search measured 2.5k)" in text
+    assert "#0 oom out of memory (search measured 800)" in text
+
+
+# -- quiet -----------------------------------------------------------------------------------------------
+
+
+def test_quiet_listener_says_nothing(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    quiet = QuietListener()
+    quiet.started(None, 0, "samples")
+    quiet.trial_started(0, BASE, 60.0)
+    quiet.trial_event(0, {"event": "window", "throughput": 1.0})
+    quiet.trial_finished(0, TrialResult(status=Status.OK, throughput=1.0), winner(0, 1.0, 1.0))
+    quiet.confirm_started([], 2)
+    quiet.confirm_result(Candidate(trial=0, config=BASE, search_throughput=1.0,
+                                   duration_seconds=1.0), TrialResult(status=Status.OK,
+                                                                      throughput=1.0))
+    quiet.finished(None)
+    assert capsys.readouterr() == ("", "")

@@ -1,0 +1,154 @@
+"""One flat row per trial (trials.csv, the plot, `show`), from hand-built stored trials."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+import pytest
+from helpers import stored_trial
+from optuna.trial import TrialState
+
+from autotune import TrainConfig
+from autotune.contract.config import KNOBS
+from autotune.outputs.table import COLUMNS, rows_to_csv, trial_rows
+from autotune.study.records import TrialRecord
+
+KNOB_NAMES = tuple(spec.name for spec in KNOBS)
+
+
+def config(**changes: Any) -> dict[str, Any]:
+    return TrainConfig(batch_size=8).replace(**changes).to_dict()
+
+
+def result(status: str, throughput: float | None = None, **fields: Any) -> dict[str, Any]:
+    return {"status": status, "throughput": throughput, "unit": "samples", "reason": "",
+            "log": "", **fields}
+
+
+def ok(number: int, value: float, baseline: bool = False, *, fields: dict[str, Any] | None = None,
+       **changes: Any) -> TrialRecord:
+    attrs: dict[str, Any] = {"config": config(**changes),
+                             "result": result("ok", value, **{"spread": 0.01, "converged": True,
+                                                              **(fields or {})})}
+    if baseline:
+        attrs.update(role="baseline", baseline=True)
+    return stored_trial(number, value=value, attrs=attrs)
+
+
+def failed(number: int, status: str, **changes: Any) -> TrialRecord:
+    attrs = {"config": config(**changes), "result": result(status, reason=f"{status} happened")}
+    return stored_trial(number, value=0.0, attrs=attrs)
+
+
+@pytest.fixture
+def trials() -> list[TrialRecord]:
+    duplicate = {"config": config(batch_size=16),
+                 "result": result("ok", 180.0, spread=0.01, converged=True), "duplicate_of": 3}
+    return [
+        ok(0, 100.0, baseline=True),
+        ok(1, 250.0, batch_size=32, amp_dtype="bf16"),
+        failed(2, "oom", batch_size=64),
+        ok(3, 180.0, batch_size=16),
+        stored_trial(4, state=TrialState.FAIL,
+                     attrs={"config": config(num_workers=2), "result": result("interrupted")}),
+        stored_trial(5, state=TrialState.RUNNING,
+                     attrs={"config": config(batch_size=16, num_workers=1)}),
+        stored_trial(6, value=1.0),  # told by someone else: no config, not ours to report
+        stored_trial(7, value=180.0, attrs=duplicate),
+    ]
+
+
+def test_trial_rows(trials: list[TrialRecord]) -> None:
+    rows = trial_rows(trials, baseline=100.0)
+    by_number = {r["number"]: r for r in rows}
+    assert list(by_number) == [0, 1, 2, 3, 4, 5, 7]  # trial 6 has no config
+    for r in rows:
+        assert set(COLUMNS) <= set(r)
+
+    assert by_number[0]["baseline"] is True and by_number[1]["baseline"] is False
+    assert by_number[0]["speedup"] == pytest.approx(1.0)
+    assert by_number[1]["speedup"] == pytest.approx(2.5)
+    assert by_number[1]["amp_dtype"] == "bf16" and by_number[1]["batch_size"] == 32
+    assert by_number[1]["throughput"] == 250.0 and by_number[1]["converged"] is True
+
+    assert by_number[2]["status"] == "oom" and by_number[2]["state"] == "COMPLETE"
+    assert by_number[2]["speedup"] is None and by_number[2]["reason"] == "oom happened"
+    assert by_number[4]["status"] == "interrupted" and by_number[4]["state"] == "FAIL"
+    assert by_number[5]["status"] == "running" and by_number[5]["throughput"] is None
+    assert by_number[7]["reason"] == "same config as trial 3: not re-run"
+    assert {k: by_number[3][k] for k in KNOB_NAMES} == config(batch_size=16)
+
+
+def test_columns_hold_every_knob_in_the_tables_order() -> None:
+    assert COLUMNS[:4] == ("number", "state", "status", "baseline")
+    assert COLUMNS[4:4 + len(KNOB_NAMES)] == KNOB_NAMES
+    assert len(set(COLUMNS)) == len(COLUMNS)
+
+
+def test_trial_rows_without_baseline(trials: list[TrialRecord]) -> None:
+    assert all(r["speedup"] is None for r in trial_rows(trials, baseline=None))
+
+
+def test_rows_to_csv(trials: list[TrialRecord]) -> None:
+    rows = trial_rows(trials, baseline=100.0)
+    text = rows_to_csv(rows)
+    reader = csv.DictReader(io.StringIO(text))
+    assert reader.fieldnames == list(COLUMNS)
+    parsed = list(reader)
+    assert len(parsed) == len(rows) == 7
+    first = parsed[0]
+    assert first["number"] == "0" and first["status"] == "ok" and first["baseline"] == "True"
+    assert first["prefetch_factor"] == ""  # None is an empty cell
+    assert first["max_split_size_mb"] == ""
+    assert float(parsed[1]["throughput"]) == 250.0
+    assert parsed[1]["speedup"] == "2.5"
+    assert parsed[5]["status"] == "running"
+
+
+def test_rows_to_csv_formats_floats_compactly() -> None:
+    t = ok(0, 12345.678901234, baseline=True, fields={"spread": 0.0123456789})
+    row = next(csv.DictReader(io.StringIO(rows_to_csv(trial_rows([t], 12345.678901234)))))
+    assert row["throughput"] == "12345.7"
+    assert row["spread"] == "0.0123457"
+
+
+def test_rows_to_csv_empty() -> None:
+    assert rows_to_csv([]).strip() == ",".join(COLUMNS)
+
+
+def test_diagnosis_and_host_cpu_go_into_rows() -> None:
+    diagnosis = {"verdict": "input-bound", "suggestion": "more workers", "throughput": 300.0,
+                 "loader_rate": 310.0, "compute_rate": 2000.0, "data_wait_fraction": 0.6,
+                 "gpu_busy_fraction": None, "cpu_busy_fraction": 0.96}
+    measured = ok(1, 300.0, num_workers=4, fields={
+        "diagnosis": diagnosis, "host_cpu": {"busy_fraction": 0.96, "steal_fraction": 0.12}})
+    rows = {r["number"]: r for r in trial_rows([ok(0, 100.0, baseline=True), measured], 100.0)}
+    assert rows[1]["verdict"] == "input-bound"
+    assert rows[1]["loader_rate"] == 310.0 and rows[1]["compute_rate"] == 2000.0
+    assert rows[1]["gpu_busy_fraction"] is None
+    assert rows[1]["cpu_busy_fraction"] == 0.96 and rows[1]["cpu_steal_fraction"] == 0.12
+    # Not measured: empty cells, not errors.
+    assert rows[0]["verdict"] is None and rows[0]["cpu_busy_fraction"] is None
+
+
+def test_legacy_results_with_extra_still_fill_their_columns() -> None:
+    # A study written before the typed fields kept these under the result's "extra".
+    old = ok(1, 300.0, fields={"extra": {
+        "diagnosis": {"verdict": "compute-bound", "suggestion": "", "throughput": 300.0,
+                      "loader_rate": 9000.0, "compute_rate": 310.0, "data_wait_fraction": 0.0,
+                      "gpu_busy_fraction": 0.9},
+        "host_cpu": {"busy_fraction": 0.5, "steal_fraction": 0.0}}})
+    row = trial_rows([old], None)[0]
+    assert row["verdict"] == "compute-bound" and row["gpu_busy_fraction"] == 0.9
+    assert row["cpu_busy_fraction"] == 0.5
+
+
+def test_phase_seconds_go_into_rows_beside_the_measured_warmup() -> None:
+    phases = {"start": 2.5, "compose": 0.5, "warmup": 4.25, "windows": 3.0, "diagnosis": 1.0}
+    row = trial_rows([ok(0, 100.0, fields={"phases": phases, "warmup_seconds": 4.0})], None)[0]
+    assert (row["start_seconds"], row["compose_seconds"], row["windows_seconds"],
+            row["diagnosis_seconds"]) == (2.5, 0.5, 3.0, 1.0)
+    assert row["warmup_seconds"] == 4.0  # the result's own, one column
+    assert COLUMNS.count("warmup_seconds") == 1

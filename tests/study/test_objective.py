@@ -1,0 +1,149 @@
+"""The objective: refuse what is known to fail, reuse what was measured, infer what memory
+cannot hold, run everything else; with a fake runner that runs nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import FakeRunner
+from optuna.trial import TrialState
+
+from autotune import MeasureSettings, Status, TrainConfig, TrialResult
+from autotune.contract.request import TrialRequest
+from autotune.study.objective import Objective, Outcome
+from autotune.study.records import TrialRecord
+
+MEASURE = MeasureSettings(budget_seconds=5.0)
+GRAPHS_WITH_ACCUM = TrainConfig(batch_size=8, grad_accum=2, compile="reduce-overhead")
+
+
+def record(number: int, config: TrainConfig, result: TrialResult | None) -> TrialRecord:
+    value = (result.throughput or 0.0) if result is not None else None
+    return TrialRecord(number=number, state=TrialState.COMPLETE, value=value, config=config,
+                       result=result)
+
+
+def objective(tmp_path: Path, runner: Any, finished: list[TrialRecord] | None = None,
+              device: str = "cpu") -> Objective:
+    return Objective(adapter=Path("adapters/mlp.py"), device=device, out=tmp_path,
+                     runner=runner, measure=MEASURE, finished=lambda: list(finished or []))
+
+
+OOM = TrialResult(status=Status.OOM, reason="OutOfMemoryError: CUDA out of memory")
+
+
+# -- running -------------------------------------------------------------------------------------------
+
+
+def test_a_new_config_runs_in_a_trial_folder_of_its_own(tmp_path: Path) -> None:
+    runner = FakeRunner()
+    config = TrainConfig(batch_size=16, num_workers=2)
+    outcome = objective(tmp_path, runner)(5, config, limit=42.0)
+    assert outcome == Outcome(result=TrialResult(status=Status.OK, throughput=1600.0,
+                                                 duration_seconds=1.0))
+    (request,) = runner.requests
+    assert request == TrialRequest(adapter="adapters/mlp.py", config=config, device="cpu",
+                                   measure=MEASURE, number=5)
+    assert runner.timeouts == [42.0]
+    assert (tmp_path / "trials" / "5").is_dir()
+
+
+def test_events_reach_the_caller(tmp_path: Path) -> None:
+    class Streaming:
+        def run(self, request: TrialRequest, trial_dir: Path, *, timeout: float,
+                on_event: Any = None) -> TrialResult:
+            on_event({"event": "window", "throughput": 3.0})
+            return TrialResult(status=Status.OK, throughput=3.0)
+
+    seen: list[dict[str, Any]] = []
+    objective(tmp_path, Streaming())(0, TrainConfig(batch_size=8), limit=1.0, on_event=seen.append)
+    assert seen == [{"event": "window", "throughput": 3.0}]
+
+
+# -- refusing ------------------------------------------------------------------------------------------
+
+
+def test_a_known_incompatible_config_is_refused_without_running(tmp_path: Path) -> None:
+    runner = FakeRunner()
+    outcome = objective(tmp_path, runner, device="cuda")(1, GRAPHS_WITH_ACCUM, limit=60.0)
+    assert outcome.result.status is Status.ERROR  # told as infeasible: the sampler learns it
+    assert outcome.result.reason.startswith("not run: compile=reduce-overhead replays CUDA graphs")
+    assert outcome.duplicate_of is None
+    assert runner.requests == [] and not (tmp_path / "trials").exists()
+
+
+def test_the_same_config_runs_where_it_is_compatible(tmp_path: Path) -> None:
+    runner = FakeRunner()
+    outcome = objective(tmp_path, runner, device="cpu")(1, GRAPHS_WITH_ACCUM, limit=60.0)
+    assert outcome.result.status is Status.OK
+    assert [r.config for r in runner.requests] == [GRAPHS_WITH_ACCUM]
+
+
+def test_a_refused_config_is_refused_again_not_copied(tmp_path: Path) -> None:
+    refused = TrialResult(status=Status.ERROR, reason="not run: ...")
+    earlier = [record(0, GRAPHS_WITH_ACCUM, refused)]
+    outcome = objective(tmp_path, FakeRunner(), earlier, device="cuda")(1, GRAPHS_WITH_ACCUM,
+                                                                         limit=60.0)
+    assert outcome.duplicate_of is None
+    assert outcome.result.reason.startswith("not run: compile=reduce-overhead")
+
+
+# -- reusing -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("earlier", [TrialResult(status=Status.OK, throughput=123.0), OOM],
+                         ids=["ok", "oom"])
+def test_a_config_measured_before_is_not_run_again(tmp_path: Path, earlier: TrialResult) -> None:
+    runner = FakeRunner()
+    config = TrainConfig(batch_size=16)
+    finished = [record(0, TrainConfig(batch_size=8), TrialResult(status=Status.OK, throughput=1.0)),
+                record(2, config, earlier)]
+    outcome = objective(tmp_path, runner, finished)(7, config, limit=60.0)
+    assert outcome == Outcome(result=earlier, duplicate_of=2)
+    assert runner.requests == []
+
+
+def test_a_trial_without_a_result_is_not_reused(tmp_path: Path) -> None:
+    runner = FakeRunner()
+    config = TrainConfig(batch_size=16)
+    outcome = objective(tmp_path, runner, [record(0, config, None)])(1, config, limit=60.0)
+    assert outcome.duplicate_of is None and len(runner.requests) == 1
+
+
+def test_only_the_same_config_is_a_duplicate(tmp_path: Path) -> None:
+    runner = FakeRunner()
+    finished = [record(0, TrainConfig(batch_size=16),
+                       TrialResult(status=Status.OK, throughput=1.0))]
+    outcome = objective(tmp_path, runner, finished)(1, TrainConfig(batch_size=16, pin_memory=True),
+                                                    limit=60.0)
+    assert outcome.duplicate_of is None and len(runner.requests) == 1
+
+
+# -- the memory wall -----------------------------------------------------------------------------------
+
+
+def test_a_larger_batch_than_one_that_ran_out_of_memory_is_not_run(tmp_path: Path) -> None:
+    runner = FakeRunner()
+    finished = [record(3, TrainConfig(batch_size=32, num_workers=2), OOM)]
+    run = objective(tmp_path, runner, finished)
+    # Workers do not change what a step holds in memory: the same wall.
+    implied = run(4, TrainConfig(batch_size=64, num_workers=4), limit=60.0)
+    assert implied.result.status is Status.OOM and implied.duplicate_of is None
+    assert implied.result.reason == ("not run: implied by trial 3, which ran out of memory at "
+                                     "batch_size=32")
+    assert runner.requests == []
+    # A smaller batch, or other memory-relevant knobs, may fit: they run.
+    for config in (TrainConfig(batch_size=16), TrainConfig(batch_size=64, amp_dtype="bf16"),
+                   TrainConfig(batch_size=64, checkpoint=1.0)):
+        assert run(5, config, limit=60.0).result.status is Status.OK
+    assert len(runner.requests) == 3
+
+
+def test_an_implied_oom_is_no_wall_of_its_own(tmp_path: Path) -> None:
+    runner = FakeRunner()
+    implied = TrialResult(status=Status.OOM, reason="not run: implied by trial 1, ...")
+    outcome = objective(tmp_path, runner, [record(2, TrainConfig(batch_size=32), implied)])(
+        3, TrainConfig(batch_size=64), limit=60.0)
+    assert outcome.result.status is Status.OK and len(runner.requests) == 1

@@ -1,0 +1,194 @@
+"""The study's schema: what autotune writes into Optuna's user attributes, read back as typed
+records, through a real storage (SQLite: everything goes through JSON)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from autotune import Diagnosis, Fingerprint, HostCpu, Status, TrainConfig, TrialResult, Verdict
+from autotune.study import records
+from autotune.study.records import ConfirmationEntry, StudyInfo, TrialRecord
+
+CONFIG = TrainConfig(batch_size=16, num_workers=2, prefetch_factor=4, amp_dtype="bf16")
+RESULT = TrialResult(
+    status=Status.OK, throughput=1234.5, spread=0.01, window_throughputs=(1230.0, 1234.5, 1240.0),
+    phases={"start": 1.0, "compose": 0.5, "warmup": 2.0, "windows": 3.0},
+    diagnosis=Diagnosis(verdict=Verdict.INPUT, suggestion="more workers", throughput=1234.5,
+                        loader_rate=1300.0, compute_rate=9000.0, data_wait_fraction=0.4,
+                        gpu_busy_fraction=None),
+    host_cpu=HostCpu(busy_fraction=0.5, steal_fraction=0.0),
+    fingerprint=Fingerprint(torch="2.13.0", cpu_model="EPYC"),
+)
+
+
+@pytest.fixture
+def study(tmp_path: Path) -> optuna.Study:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna.create_study(storage=f"sqlite:///{tmp_path / 'study.db'}", study_name="s",
+                               direction="maximize")
+
+
+def reopened(study: optuna.Study) -> optuna.Study:
+    """The same study as another process would load it."""
+    return optuna.load_study(study_name=study.study_name, storage=study._storage)
+
+
+# -- trials ----------------------------------------------------------------------------------------
+
+
+def test_a_told_trial_reads_back_typed(study: optuna.Study) -> None:
+    trial = study.ask()
+    records.write_owner(trial)
+    records.write_config(trial, CONFIG)
+    records.write_result(trial, RESULT)
+    study.tell(trial, RESULT.throughput)
+
+    (record,) = records.read_records(reopened(study))
+    assert record == TrialRecord(number=0, state=TrialState.COMPLETE, value=1234.5,
+                                 config=CONFIG, result=RESULT, role="", duplicate_of=None,
+                                 owner={"host": socket.gethostname(), "pid": os.getpid()})
+    assert record.ok and record.status is Status.OK and not record.baseline
+    assert record.result is not None and record.result.diagnosis == RESULT.diagnosis
+
+
+def test_a_duplicate_names_the_trial_it_copies(study: optuna.Study) -> None:
+    for number in range(2):
+        trial = study.ask()
+        records.write_config(trial, CONFIG)
+        records.write_result(trial, RESULT)
+        if number:
+            records.write_duplicate(trial, 0)
+        study.tell(trial, RESULT.throughput)
+    first, copy = records.read_records(study)
+    assert first.duplicate_of is None and copy.duplicate_of == 0
+    assert copy.result == first.result
+
+
+def test_unfinished_and_foreign_trials(study: optuna.Study) -> None:
+    running = study.ask()
+    records.write_config(running, CONFIG)
+    failed = study.ask()
+    records.write_config(failed, CONFIG)
+    records.write_result(failed, TrialResult(status=Status.INTERRUPTED, reason="SIGINT"))
+    study.tell(failed, state=TrialState.FAIL)
+    study.add_trial(optuna.trial.create_trial(value=1.0))  # told by someone else: no attributes
+
+    by_number = {r.number: r for r in records.read_records(study)}
+    assert by_number[0].state == TrialState.RUNNING and by_number[0].result is None
+    assert by_number[0].value is None and by_number[0].status is None and not by_number[0].ok
+    assert by_number[1].status is Status.INTERRUPTED and by_number[1].value is None
+    assert not by_number[1].ok
+    assert by_number[2].config is None and by_number[2].result is None and by_number[2].value == 1.0
+    complete = records.read_records(study, [TrialState.COMPLETE])
+    assert [r.number for r in complete] == [2]
+    assert [r.number for r in records.read_records(study, [TrialState.RUNNING])] == [0]
+
+
+def test_a_failed_outcome_told_as_complete_is_not_ok(study: optuna.Study) -> None:
+    trial = study.ask()
+    records.write_config(trial, CONFIG)
+    records.write_result(trial, TrialResult(status=Status.OOM, reason="out of memory"))
+    study.tell(trial, 0.0)
+    (record,) = records.read_records(study)
+    assert record.state == TrialState.COMPLETE and record.value == 0.0
+    assert record.status is Status.OOM and not record.ok
+
+
+def test_a_result_written_before_the_typed_fields_reads_typed(study: optuna.Study) -> None:
+    trial = study.ask()
+    trial.set_user_attr("config", CONFIG.to_dict())
+    trial.set_user_attr("result", {"status": "ok", "throughput": 10.0, "extra": {
+        "host_cpu": {"busy_fraction": 0.9, "steal_fraction": 0.1},
+        "window_throughputs": [9.0, 10.0, 11.0]}})
+    study.tell(trial, 10.0)
+    (record,) = records.read_records(study)
+    assert record.result is not None
+    assert record.result.host_cpu == HostCpu(busy_fraction=0.9, steal_fraction=0.1)
+    assert record.result.window_throughputs == (9.0, 10.0, 11.0)
+
+
+# -- roles ---------------------------------------------------------------------------------------------
+
+
+def test_enqueued_roles(study: optuna.Study) -> None:
+    records.enqueue_config(study, {}, records.BASELINE)
+    records.enqueue_config(study, {}, "recipe")
+    assert records.role_taken(study, records.BASELINE)  # waiting counts
+    assert not records.role_taken(study, "recipe-bs64")
+
+    baseline = study.ask()
+    assert records.read_role(baseline) == records.BASELINE
+    assert baseline.user_attrs["baseline"] is True  # for users filtering in optuna-dashboard
+    study.tell(baseline, 1.0)
+    recipe = study.ask()
+    assert records.read_role(recipe) == "recipe" and recipe.user_attrs["baseline"] is False
+    study.tell(recipe, state=TrialState.FAIL)
+    sampled = study.ask()
+    assert records.read_role(sampled) == ""
+
+    assert records.role_taken(study, records.BASELINE)  # complete counts
+    assert not records.role_taken(study, "recipe")  # failed: to be tried again
+    roles = [r.role for r in records.read_records(study)]
+    assert roles == ["baseline", "recipe", ""]
+    assert [r.baseline for r in records.read_records(study)] == [True, False, False]
+
+
+def test_a_stale_running_trial_is_failed_with_its_result(study: optuna.Study) -> None:
+    study.ask()
+    stale = study.ask()
+    result = TrialResult(status=Status.INTERRUPTED, reason="the process stopped")
+    records.fail_stale(study, records.trial_id(study, stale.number), result)
+    by_number = {r.number: r for r in records.read_records(study)}
+    assert by_number[1].state == TrialState.FAIL and by_number[1].result == result
+    assert by_number[0].state == TrialState.RUNNING
+
+
+# -- the study's own attributes ----------------------------------------------------------------------
+
+
+def test_info(study: optuna.Study) -> None:
+    assert records.read_info(study) is None
+    study.set_user_attr("unit", "samples")  # a partial set is no info
+    assert records.read_info(study) is None
+    info = StudyInfo(adapter="adapters/mlp.py", unit="tokens", space="search_spaces/cpu.yaml",
+                     device="cpu")
+    records.write_info(study, info)
+    assert records.read_info(reopened(study)) == info
+
+
+def test_fingerprint(study: optuna.Study) -> None:
+    assert records.read_fingerprint(study) is None
+    fp = Fingerprint(torch="2.13.0", gpu="NVIDIA H100", gpu_memory_gb=79.1)
+    records.write_fingerprint(study, fp)
+    assert records.read_fingerprint(reopened(study)) == fp
+    study.set_user_attr("fingerprint", {"torch": "2.11.0", "a_fact_dropped_since": 1})
+    assert records.read_fingerprint(study) == Fingerprint(torch="2.11.0")
+
+
+def test_confirmation(study: optuna.Study) -> None:
+    assert records.read_confirmation(study) is None
+    entries = [
+        ConfirmationEntry(trial=3, baseline=False, search_throughput=300.0,
+                          throughputs=(280.0, 290.0), median=285.0, spread=10 / 285,
+                          statuses=("ok", "ok")),
+        ConfirmationEntry(trial=0, baseline=True, search_throughput=100.0, throughputs=(),
+                          median=None, spread=None, statuses=("oom", "oom")),
+    ]
+    records.write_confirmation(study, entries)
+    assert records.read_confirmation(reopened(study)) == entries
+    records.write_confirmation(study, None)  # stale: new trials ran since
+    assert records.read_confirmation(study) is None
+
+
+def test_confirmation_written_by_another_version(study: optuna.Study) -> None:
+    study.set_user_attr("confirmation", [
+        {"trial": 1, "baseline": False, "search_throughput": 5.0, "throughputs": [4.0],
+         "median": 4.0, "spread": None, "statuses": ["ok"], "a_newer_field": "x"}])
+    (entry,) = records.read_confirmation(study) or []
+    assert entry.trial == 1 and entry.throughputs == (4.0,) and entry.statuses == ("ok",)

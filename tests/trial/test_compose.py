@@ -1,0 +1,192 @@
+"""Composing the user's step: the model-side knobs in their one right order (precision, then
+checkpointing, then compile), the loader knobs, and the step's own bookkeeping (CPU only)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+import autotune.trial.compose as compose
+from autotune import TrainConfig, load_adapter
+from autotune.trial.compose import TrainStep, apply_model_features, loader_knobs
+from autotune.trial.features.checkpoint import chosen_blocks
+from autotune.trial.measure import StepResult
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(autouse=True)
+def _keep_matmul_precision() -> Iterator[None]:
+    before = torch.get_float32_matmul_precision()
+    yield
+    torch.set_float32_matmul_precision(before)
+
+
+def blocks_model(n: int = 4) -> nn.Sequential:
+    return nn.Sequential(*(nn.Linear(4, 4) for _ in range(n)))
+
+
+def checkpointed(blocks: nn.Sequential) -> list[bool]:
+    return [bool(getattr(b, "_autotune_checkpointed", False)) for b in blocks]
+
+
+# -- apply_model_features ----------------------------------------------------------------------------
+
+
+def test_features_apply_in_order_precision_checkpoint_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real_checkpoint = compose.apply_checkpoint
+
+    def precision(amp_dtype: str) -> None:
+        calls.append(f"precision {amp_dtype}")
+
+    def checkpoint(blocks: Any, fraction: float) -> int:
+        calls.append(f"checkpoint {fraction:g}")
+        return real_checkpoint(blocks, fraction)
+
+    def compile_(model: nn.Module, mode: str) -> nn.Module:
+        # Compile must capture the checkpointed forward, not the plain one.
+        calls.append(f"compile {mode} (blocks checkpointed: {checkpointed(model)})")
+        return nn.Identity()
+
+    monkeypatch.setattr(compose, "set_matmul_precision", precision)
+    monkeypatch.setattr(compose, "apply_checkpoint", checkpoint)
+    monkeypatch.setattr(compose, "apply_compile", compile_)
+    model = blocks_model(2)
+    module, wrapped = apply_model_features(model, list(model), amp_dtype="tf32", checkpoint=1.0,
+                                           compile="default")
+    assert calls == ["precision tf32", "checkpoint 1",
+                     "compile default (blocks checkpointed: [True, True])"]
+    assert isinstance(module, nn.Identity) and wrapped == 2
+
+
+@pytest.mark.slow  # imports torch._dynamo (seconds), though nothing is compiled
+def test_checkpoint_wraps_before_a_real_lazy_compile() -> None:
+    # torch.compile compiles on the first forward: wrapping alone compiles nothing.
+    model = blocks_model(4)
+    module, wrapped = apply_model_features(model, list(model), amp_dtype="fp32", checkpoint=0.5,
+                                           compile="default")
+    assert wrapped == 2 and checkpointed(model) == [True, False, True, False]
+    assert module is not model and getattr(module, "_orig_mod", None) is model
+
+
+def test_no_compile_returns_the_model_itself() -> None:
+    model = blocks_model(3)
+    module, wrapped = apply_model_features(model, list(model), amp_dtype="fp32", checkpoint=0.0,
+                                           compile="none")
+    assert module is model and wrapped == 0 and checkpointed(model) == [False] * 3
+
+
+@pytest.mark.parametrize(("amp_dtype", "precision"),
+                         [("fp32", "highest"), ("tf32", "high"), ("bf16", "highest"),
+                          ("fp16", "highest")])
+def test_matmul_precision_follows_the_dtype(amp_dtype: str, precision: str) -> None:
+    torch.set_float32_matmul_precision("medium")
+    apply_model_features(nn.Linear(2, 2), [], amp_dtype=amp_dtype, checkpoint=0.0,
+                         compile="none")
+    assert torch.get_float32_matmul_precision() == precision
+
+
+def test_checkpointing_twice_wraps_once() -> None:
+    model = blocks_model(2)
+    apply_model_features(model, list(model), amp_dtype="fp32", checkpoint=1.0, compile="none")
+    forward = model[0].forward
+    apply_model_features(model, list(model), amp_dtype="fp32", checkpoint=1.0, compile="none")
+    assert model[0].forward is forward  # not a checkpoint inside a checkpoint
+
+
+@pytest.mark.parametrize(("n", "fraction", "chosen"),
+                         [(4, 0.0, []), (4, 0.25, [0]), (4, 0.5, [0, 2]), (4, 1.0, [0, 1, 2, 3]),
+                          (12, 0.25, [0, 4, 8]), (0, 1.0, [])])
+def test_chosen_blocks_are_spread_evenly(n: int, fraction: float, chosen: list[int]) -> None:
+    assert chosen_blocks(n, fraction) == chosen
+
+
+# -- loader_knobs --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("config", "knobs"),
+    [
+        (TrainConfig(batch_size=8), {"batch_size": 8, "num_workers": 0, "pin_memory": False}),
+        (TrainConfig(batch_size=8, pin_memory=True, grad_accum=4, amp_dtype="bf16"),
+         {"batch_size": 8, "num_workers": 0, "pin_memory": True}),  # only the loader's knobs
+        (TrainConfig(batch_size=16, num_workers=2),
+         {"batch_size": 16, "num_workers": 2, "pin_memory": False, "persistent_workers": False}),
+        (TrainConfig(batch_size=16, num_workers=2, prefetch_factor=4, persistent_workers=True),
+         {"batch_size": 16, "num_workers": 2, "pin_memory": False, "persistent_workers": True,
+          "prefetch_factor": 4}),
+    ],
+)
+def test_loader_knobs(config: TrainConfig, knobs: dict[str, Any]) -> None:
+    assert loader_knobs(config) == knobs
+
+
+# -- the step ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tiny_step(tiny_adapter: Path) -> Iterator[Any]:
+    steps: list[TrainStep] = []
+
+    def build(config: TrainConfig, **kw: Any) -> TrainStep:
+        step = compose.compose(load_adapter(tiny_adapter)(), config, CPU, **kw)
+        steps.append(step)
+        return step
+
+    yield build
+    for step in steps:
+        step.close()
+
+
+def test_a_step_is_grad_accum_micro_batches(tiny_step: Any) -> None:
+    step = tiny_step(TrainConfig(batch_size=8, grad_accum=3, checkpoint=1.0))
+    assert step.blocks_checkpointed == 2
+    result = step()
+    assert isinstance(result, StepResult)
+    assert result.items == 24 and result.data_wait >= 0.0
+    assert step.finite()
+    assert all(p.grad is None for p in step.model.parameters())  # zeroed after the step
+
+
+def test_the_loader_is_built_from_the_loader_knobs(tiny_step: Any) -> None:
+    step = tiny_step(TrainConfig(batch_size=16, num_workers=1, prefetch_factor=3))
+    assert step.loader.batch_size == 16 and step.loader.num_workers == 1
+    assert step.loader.prefetch_factor == 3 and step.loader.drop_last
+    batch, items = step.next_batch()
+    assert items == 16 and batch[0].shape == (16, 8)
+
+
+def test_epochs_roll_over(tiny_step: Any) -> None:
+    step = tiny_step(TrainConfig(batch_size=256))  # 512 samples: two batches an epoch
+    assert [step.next_batch()[1] for _ in range(5)] == [256] * 5
+
+
+def test_resident_step_trains_on_one_batch_without_the_loader(tiny_step: Any) -> None:
+    step = tiny_step(TrainConfig(batch_size=8, grad_accum=2))
+    batch, _ = step.next_batch()
+    before = [p.detach().clone() for p in step.model.parameters()]
+    pulled = []
+    step.next_batch = lambda: pulled.append(1)  # type: ignore[method-assign]
+    step.resident_step(batch)
+    assert pulled == []
+    assert any(not torch.equal(a, b) for a, b in zip(before, step.model.parameters()))
+
+
+def test_a_dataset_built_elsewhere_is_used(tiny_step: Any) -> None:
+    # A fork server builds the dataset once and hands it to each trial.
+    dataset = torch.utils.data.TensorDataset(torch.zeros(32, 8), torch.zeros(32, dtype=torch.long))
+    step = tiny_step(TrainConfig(batch_size=8), dataset=dataset)
+    assert step.loader.dataset is dataset
+
+
+def test_a_loss_that_is_not_a_scalar_is_refused(tiny_step: Any) -> None:
+    step = tiny_step(TrainConfig(batch_size=8))
+    step.adapter.loss = lambda model, batch: model(batch[0])  # per-sample logits
+    with pytest.raises(TypeError, match=r"scalar tensor, got Tensor of shape \(8, 2\)"):
+        step()

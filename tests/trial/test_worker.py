@@ -1,0 +1,195 @@
+"""The trial process's entry point, run in this process: one request in, one result out, every
+failure a result, and the seconds each phase of the trial took."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from helpers import TEST_ADAPTERS
+
+from autotune import HostCpu, MeasureSettings, Status, TrainConfig, TrialResult, load_adapter
+from autotune.contract.request import TrialRequest
+from autotune.trial.worker import Preloaded, _one_line, main, run_trial, serve, settings_for
+
+QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
+PHASES = ["start", "compose", "warmup", "windows", "diagnosis"]
+
+
+def request_for(adapter: Path, config: TrainConfig | None = None, **kw: Any) -> TrialRequest:
+    values: dict[str, Any] = {"measure": QUICK, "number": 3, "check_env": False, **kw}
+    return TrialRequest(adapter=str(adapter), config=config or TrainConfig(batch_size=8),
+                        device="cpu", **values)
+
+
+def events_of(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+# -- what the measurement must know ----------------------------------------------------------------
+
+
+def test_settings_for_fills_in_the_loader_and_accumulation() -> None:
+    config = TrainConfig(batch_size=8, grad_accum=4, num_workers=3, prefetch_factor=5)
+    settings = settings_for(config, QUICK)
+    assert (settings.num_workers, settings.grad_accum, settings.prefetch_batches) == (3, 4, 15)
+    assert settings.window_seconds == QUICK.window_seconds  # the rest is the base's
+    # PyTorch's default prefetch factor is 2; no workers hold nothing ahead.
+    assert settings_for(TrainConfig(batch_size=8, num_workers=2), QUICK).prefetch_batches == 4
+    assert settings_for(TrainConfig(batch_size=8), QUICK).prefetch_batches == 0
+
+
+# -- a whole trial ----------------------------------------------------------------------------------
+
+
+def test_run_trial_measures_and_records_its_phases(tmp_path: Path, tiny_adapter: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    before = time.perf_counter()
+    result = run_trial(request_for(tiny_adapter, TrainConfig(batch_size=8, checkpoint=1.0)),
+                       events)
+    wall = time.perf_counter() - before
+    assert result.status is Status.OK, result.reason
+    assert result.throughput is not None and result.throughput > 0
+    assert result.unit == "samples" and result.blocks_checkpointed == 2
+    assert result.windows == len(result.window_throughputs) >= 3
+    assert result.warmup_steps is not None and result.warmup_steps >= QUICK.min_warmup_steps
+    assert isinstance(result.settled, bool)
+    assert result.fingerprint is not None and result.fingerprint.torch == torch.__version__
+    if Path("/proc/stat").is_file():
+        assert isinstance(result.host_cpu, HostCpu)
+    assert result.diagnosis is not None and result.diagnosis_error == ""
+
+    # Seconds per phase, in the order the trial went through them, adding up to its wall time.
+    assert list(result.phases) == PHASES
+    assert all(seconds >= 0 for seconds in result.phases.values())
+    assert sum(result.phases.values()) <= wall
+    assert sum(result.phases.values()) == pytest.approx(wall, abs=0.2)
+    assert result.phases["windows"] >= 3 * QUICK.window_seconds * 0.5
+
+    # The same phases stream as events while the trial runs, with the windows in between.
+    stream = events_of(events)
+    assert [e["phase"] for e in stream if e["event"] == "phase"] == PHASES[1:]
+    kinds = [e["event"] for e in stream]
+    assert kinds.index("composed") < kinds.index("window")
+    assert kinds.count("window") == result.windows
+    windows = [e["throughput"] for e in stream if e["event"] == "window"]
+    assert tuple(windows) == result.window_throughputs
+
+
+def test_start_up_before_the_call_counts_as_the_start_phase(tiny_adapter: Path) -> None:
+    started = time.perf_counter() - 5.0  # the process began (interpreter, imports) 5 s ago
+    result = run_trial(request_for(tiny_adapter, diagnose=False), started=started)
+    assert result.status is Status.OK, result.reason
+    assert result.phases["start"] >= 5.0
+    assert "diagnosis" not in result.phases and result.diagnosis is None
+
+
+def test_a_failure_is_a_result_with_the_phases_it_reached(
+    tmp_path: Path, test_adapters: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AUTOTUNE_TEST_FAULT", "error")
+    result = run_trial(request_for(test_adapters / "faulty.py", TrainConfig(batch_size=4)),
+                       tmp_path / "events.jsonl")
+    assert result.status is Status.ERROR
+    assert result.reason == "ValueError: bad batch in the user's loss"
+    assert list(result.phases) == ["start", "compose", "warmup"]  # it failed warming up
+    assert result.fingerprint is not None  # what was learned before the failure is kept
+    assert result.blocks_checkpointed == 0
+    assert result.throughput is None and result.peak_rss_mb is not None
+
+
+def test_a_non_finite_loss_is_nan(test_adapters: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTOTUNE_TEST_FAULT", "nan")
+    result = run_trial(request_for(test_adapters / "faulty.py", TrainConfig(batch_size=4)))
+    assert result.status is Status.NAN and "not finite" in result.reason
+    assert "warmup" in result.phases
+
+
+def test_an_oom_is_oom(tmp_path: Path) -> None:
+    result = run_trial(request_for(TEST_ADAPTERS / "oom_above.py", TrainConfig(batch_size=32)))
+    assert result.status is Status.OOM
+    assert result.reason.startswith("OutOfMemoryError: CUDA out of memory")
+
+
+def test_allocator_settings_that_did_not_arrive_are_an_error(
+    tiny_adapter: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    config = TrainConfig(batch_size=8, expandable_segments=True)
+    result = run_trial(request_for(tiny_adapter, config, check_env=True))
+    assert result.status is Status.ERROR
+    assert "PYTORCH_CUDA_ALLOC_CONF=''" in result.reason
+    assert "expandable_segments:True" in result.reason
+    assert list(result.phases) == ["start"]  # nothing was composed
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+    assert run_trial(request_for(tiny_adapter, config, check_env=True,
+                                 diagnose=False)).status is Status.OK
+
+
+def test_an_adapter_that_does_not_load_is_an_error(tmp_path: Path) -> None:
+    result = run_trial(request_for(tmp_path / "missing.py"))
+    assert result.status is Status.ERROR
+    assert result.reason.startswith("InputError: ") and "adapter file not found" in result.reason
+
+
+def test_a_preloaded_dataset_is_used(tiny_adapter: Path) -> None:
+    # What a fork server built once: the trial uses it instead of calling dataset() again.
+    class Counted(torch.utils.data.TensorDataset):
+        reads = 0
+
+        def __getitem__(self, i: int) -> Any:
+            Counted.reads += 1
+            return super().__getitem__(i)
+
+    adapter = load_adapter(tiny_adapter)
+    data = Counted(torch.randn(64, 8), torch.randint(0, 2, (64,)))
+    preloaded = Preloaded(adapter_path=str(tiny_adapter), adapter_cls=adapter, dataset=data)
+    result = run_trial(request_for(tiny_adapter, diagnose=False), preloaded=preloaded)
+    assert result.status is Status.OK, result.reason
+    assert Counted.reads > 0
+    other = Preloaded(adapter_path="another.py", adapter_cls=adapter, dataset=None)
+    assert run_trial(request_for(tiny_adapter, diagnose=False),
+                     preloaded=other).status is Status.OK  # another adapter's: not used
+
+
+# -- the process's entry point --------------------------------------------------------------------------
+
+
+def test_serve_writes_the_result_into_the_trial_folder(
+    tmp_path: Path, tiny_adapter: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    request = request_for(tiny_adapter, diagnose=False)
+    (tmp_path / "request.json").write_text(json.dumps(request.to_dict()))
+    assert serve(tmp_path, started=time.perf_counter() - 1.0) == 0
+    result = TrialResult.load(tmp_path / "result.json")
+    assert result.status is Status.OK
+    assert result.duration_seconds is not None and result.duration_seconds >= 1.0
+    assert (tmp_path / "events.jsonl").is_file()
+    assert "autotune trial 3: ok" in capsys.readouterr().out
+
+
+def test_main_needs_one_trial_folder(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert main(["a", "b"]) == 2
+    assert "usage: python -m autotune.trial.worker TRIAL_DIR" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("exc", "line"),
+    [
+        (ValueError("bad sample 3"), "ValueError: bad sample 3"),
+        (RuntimeError("Caught ValueError in DataLoader worker process 0.\nOriginal Traceback:\n"
+                      "  File x\nValueError: bad sample 3\n"),
+         "RuntimeError: Caught ValueError in DataLoader worker process 0. ... "
+         "ValueError: bad sample 3"),
+        (KeyError(), "KeyError: "),
+        (RuntimeError("x" * 1000), "RuntimeError: " + "x" * 286),
+    ],
+    ids=["one-line", "worker-exception", "empty", "cut-at-300"],
+)
+def test_one_line_reasons(exc: BaseException, line: str) -> None:
+    assert _one_line(exc) == line
