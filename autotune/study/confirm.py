@@ -8,8 +8,10 @@ shuffled order, and the winner is the config with the highest median over these 
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -58,6 +60,8 @@ def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
     ]
 
 
+# A confirmation run is not started with less than this left of the study's budget.
+MIN_RUN_SECONDS = 10.0
 # A fresh confirmation process pays what a forked search trial did not: the torch and adapter
 # imports and the dataset build (2.9 s + 3.5-6 s on an H100 host), and a compile from the warm
 # persistent cache (3.6 s for GPT-2 small) instead of the trial's cold one.
@@ -84,18 +88,29 @@ def run_confirmation(
     measure: MeasureSettings,
     seed: int | None = None,
     on_result: Callable[[Candidate, TrialResult], None] | None = None,
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> list[ConfirmationEntry]:
-    """Run each candidate `repeats` times in a shuffled order; one entry per candidate,
-    fastest (by median) first."""
-    order = [c for c in cands for _ in range(repeats)]
-    random.Random(seed).shuffle(order)
+    """Run the candidates in rounds, each round every candidate once in a shuffled order, so
+    that a budget ending early still leaves them equally measured; one entry per candidate,
+    fastest (by median) first. No run starts with less than `MIN_RUN_SECONDS` left before
+    `deadline` (a `clock()` time), and a running one is cut there."""
+    rng = random.Random(seed)
+    order: list[Candidate] = []
+    for _ in range(repeats):
+        round_ = list(cands)
+        rng.shuffle(round_)
+        order += round_
     runs: dict[int, list[TrialResult]] = {c.trial: [] for c in cands}
     for i, cand in enumerate(order):
+        left = math.inf if deadline is None else deadline - clock()
+        if left < MIN_RUN_SECONDS:
+            break
         request = TrialRequest(adapter=str(adapter), config=cand.config, device=device,
                                measure=measure, number=cand.trial, diagnose=False,
                                save_compile_artifacts=cand.config.compile != "none")
         # Generous but bounded: twice what the trial took, compile caches are warm by now.
-        limit = min(trial_timeout, 2 * cand.duration_seconds + 60)
+        limit = min(trial_timeout, 2 * cand.duration_seconds + 60, left)
         result = runner.run(request, out / "confirm" / f"{i:02d}-trial{cand.trial}", timeout=limit)
         runs[cand.trial].append(result)
         if on_result is not None:

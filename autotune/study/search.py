@@ -255,7 +255,7 @@ class Search:
                     limit = min(limit, remaining)
                 self._one_trial(limit, budget_cut=limit < s.trial_timeout)
             if self._signal is None and not self._stopped:
-                self._confirm()
+                self._confirm(deadline)
         self.on_change(self.study)
         winner = self.winner()
         self.listener.finished(winner)
@@ -273,7 +273,7 @@ class Search:
             return []
         return candidates(records.read_records(self.study), self.settings.confirm)
 
-    def _confirm(self) -> None:
+    def _confirm(self, deadline: float | None) -> None:
         s = self.settings
         cands = self._candidates()
         if not any(not c.baseline for c in cands):
@@ -283,7 +283,8 @@ class Search:
             cands, adapter=s.adapter, device=s.device, runner=self.confirm_runner, out=s.out,
             repeats=s.confirm_repeats, trial_timeout=s.trial_timeout,
             measure=s.confirm_measure or s.measure,
-            seed=s.seed, on_result=self.listener.confirm_result,
+            seed=s.seed, on_result=self.listener.confirm_result, deadline=deadline,
+            clock=self.clock,
         )
         if self._signal is None:
             records.write_confirmation(self.study, summary)

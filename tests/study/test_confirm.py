@@ -169,19 +169,37 @@ def confirm(runner: ScriptedRunner, tmp_path: Path, cands: list[Candidate] = CAN
                             seed=seed, **kw)
 
 
-def test_each_candidate_runs_repeats_times_in_a_shuffled_order(tmp_path: Path) -> None:
+def test_each_candidate_runs_once_per_round_in_a_shuffled_order(tmp_path: Path) -> None:
     runner = ScriptedRunner({3: [ok(200.0)] * 3, 5: [ok(260.0)] * 3, 0: [ok(90.0)] * 3})
     confirm(runner, tmp_path, seed=1)
     order = runner.order
-    assert sorted(order) == [0, 0, 0, 3, 3, 3, 5, 5, 5]
-    grouped = [3, 3, 3, 5, 5, 5, 0, 0, 0]
-    expected = list(grouped)
-    random.Random(1).shuffle(expected)
+    rounds = [order[0:3], order[3:6], order[6:9]]
+    assert all(sorted(r) == [0, 3, 5] for r in rounds)  # every candidate once a round
+    rng = random.Random(1)
+    expected = []
+    for _ in range(3):
+        one = [3, 5, 0]
+        rng.shuffle(one)
+        expected += one
     assert order == expected  # the seed makes the order reproducible...
-    assert order != grouped  # ...and it is not one config after another
-    # Not grouped in any arrangement: some config's runs are interleaved with another's.
-    runs_of = {n: [i for i, m in enumerate(order) if m == n] for n in (0, 3, 5)}
-    assert any(r[-1] - r[0] > 2 for r in runs_of.values())
+    assert len({tuple(r) for r in rounds}) > 1  # ...and the rounds are shuffled anew
+
+
+def test_confirmation_stops_at_the_deadline_with_equal_rounds(tmp_path: Path) -> None:
+    runner = ScriptedRunner({3: [ok(200.0)] * 3, 5: [ok(260.0)] * 3, 0: [ok(90.0)] * 3})
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 20.0  # each look at the clock is one run later
+        return now[0]
+
+    summary = run_confirmation(CANDS, adapter=Path("a.py"), device="cpu", runner=runner,
+                               out=tmp_path, repeats=3, trial_timeout=300.0,
+                               measure=MeasureSettings(), deadline=75.0, clock=clock)
+    assert len(runner.order) == 3  # the clock read 20, 40, 60, then 80: past 75 - 10
+    assert sorted(runner.order) == [0, 3, 5]
+    assert all(len(e.throughputs) == 1 for e in summary)
+    assert max(timeout for *_, timeout, _ in runner.calls) <= 75.0 - 20.0
 
 
 def test_requests_folders_and_time_limits(tmp_path: Path) -> None:
