@@ -135,9 +135,10 @@ class SearchSpace:
         return {k.name: values[k.name] for k in self.knobs if k.active(values)}
 
     def changed(self, config: TrainConfig, **changes: Any) -> TrainConfig:
-        """`config` with `changes`, the knobs that no longer apply at their defaults (no
-        prefetching without workers) and accumulation derived from a global batch size."""
-        return self._finish({**config.to_dict(), **changes})
+        """`config` with `changes`, projected into the space: knobs that no longer apply at
+        their defaults (no prefetching without workers), knobs that now apply at the space's
+        nearest value, accumulation derived from a global batch size."""
+        return self._project({**config.to_dict(), **changes})
 
     def _finish(self, values: dict[str, Any]) -> TrainConfig:
         for spec in KNOBS:  # a knob that does not apply (prefetch without workers) is at its default
@@ -167,8 +168,10 @@ class SearchSpace:
         """The config of this space nearest to `config`: each searched knob keeps its value when
         the space has it, else takes the space's nearest (numbers) or first value; knobs the
         space does not search stay at the baseline's."""
+        return self._project(config.to_dict())
+
+    def _project(self, wanted: dict[str, Any]) -> TrainConfig:
         values = self.baseline.to_dict()
-        wanted = config.to_dict()
         for knob in self.knobs:
             if not knob.active(values):
                 continue

@@ -64,9 +64,19 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
         prefetch = max((p for p in space.values("prefetch_factor") if p), default=None)
         if prefetch and (config.prefetch_factor or 2) < prefetch and config.num_workers:
             climb.append(config.replace(prefetch_factor=prefetch))
+    elif config.num_workers == 0 and (best.result.data_wait_fraction or 0.0) >= 0.05:
+        # Not input-bound, yet the step waited for data: loading in the training process
+        # takes host time the step needs (CUDA graphs leave little else on the host).
+        workers = [w for w in space.values("num_workers") if isinstance(w, int) and w > 0]
+        if workers:
+            climb.append(space.changed(config, num_workers=workers[len(workers) // 2]))
     larger = sorted(b for b in space.batch_sizes() if b > config.batch_size)
     if larger:
         climb.append(space.with_batch(config, larger[0]))
+        if verdict is Verdict.OVERHEAD and len(larger) > 1:
+            # A launch-bound step takes about as long at any batch: its rate grows with the
+            # batch, so try the largest at once (the memory wall stops it if it does not fit).
+            climb.append(space.with_batch(config, larger[-1]))
     else:
         climb += _checks(space, config, device)
     return _label(space, climb)

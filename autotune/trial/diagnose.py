@@ -93,14 +93,20 @@ def diagnose(
     seconds: float = 0.5,
     clock: Callable[[], float] = time.perf_counter,
     cpu_busy_fraction: float | None = None,
+    step_seconds: float | None = None,
 ) -> Diagnosis:
     """Measure the loader and compute rates of a composed, warmed-up step, then classify.
 
     `cpu_busy_fraction` is how busy the CPUs were while the trial was timed (`hostcpu`).
+    `step_seconds`, the measured step time, bounds the probes: a step longer than `seconds`
+    is timed once, not three times (GPT-2 small in fp32 with 8 micro-batches: 1.3 s a step,
+    which made the diagnosis take 12 s on an H100).
     """
+    slow = step_seconds is not None and step_seconds > seconds / 3
     loader = loader_rate(step, prefetch_batches=prefetch_batches, seconds=seconds, clock=clock)
-    compute = compute_rate(step, seconds=seconds, clock=clock)
-    busy = gpu_busy_fraction(step) if step.device.type == "cuda" else None
+    compute = compute_rate(step, seconds=seconds, clock=clock, min_steps=1 if slow else 3)
+    busy = (gpu_busy_fraction(step, steps=1 if slow else 3) if step.device.type == "cuda"
+            else None)
     return classify(throughput=throughput, data_wait_fraction=data_wait_fraction,
                     loader_rate=loader, compute_rate=compute, gpu_busy_fraction=busy,
                     unit=step.adapter.unit, cpu_busy_fraction=cpu_busy_fraction,
@@ -130,7 +136,8 @@ def loader_rate(
     return items / (clock() - t0)
 
 
-def compute_rate(step: TrainStep, *, seconds: float, clock: Callable[[], float]) -> float:
+def compute_rate(step: TrainStep, *, seconds: float, clock: Callable[[], float],
+                 min_steps: int = 3) -> float:
     """Units/s of full optimizer steps on one batch kept on the device (no loader)."""
     from autotune.trial.features.dataloader import to_device
 
@@ -141,7 +148,7 @@ def compute_rate(step: TrainStep, *, seconds: float, clock: Callable[[], float])
     step.sync()
     steps = 0
     t0 = clock()
-    while steps < 3 or clock() - t0 < seconds:
+    while steps < min_steps or clock() - t0 < seconds:
         step.resident_step(batch)
         steps += 1
     step.sync()

@@ -182,7 +182,8 @@ def _diagnose(step: Any, m: Any, prefetch_batches: int, *,
 
     try:
         d = diagnose(step, throughput=m.throughput, data_wait_fraction=m.data_wait_fraction,
-                     prefetch_batches=prefetch_batches, cpu_busy_fraction=cpu_busy_fraction)
+                     prefetch_batches=prefetch_batches, cpu_busy_fraction=cpu_busy_fraction,
+                     step_seconds=m.step_seconds)
     except Exception as exc:  # recorded with its traceback in the log
         traceback.print_exc()
         return {"diagnosis_error": _one_line(exc)}
