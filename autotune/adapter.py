@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import inspect
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from autotune.contract.errors import InputError
 
-__all__ = ["Adapter", "load_adapter"]
+__all__ = ["LOADER_KNOBS", "Adapter", "check_loader_args", "defines", "load_adapter"]
 
 _REQUIRED = ("dataset", "model", "optimizer", "loss")
+
+LOADER_KNOBS = ("batch_size", "num_workers", "prefetch_factor", "pin_memory",
+                "persistent_workers")
+"""The DataLoader arguments the tool owns: how fast batches arrive, not what they hold."""
+# Not for loader_args either: the dataset is dataset()'s, and a batch sampler fixes the batch
+# size the search varies (PyTorch refuses it beside batch_size).
+_NOT_LOADER_ARGS = {
+    "dataset": "the dataset is what dataset() returns",
+    "batch_sampler": "a batch sampler fixes the batch size the tool searches; give a `sampler`, "
+                     "or build the whole loader in make_loader(dataset, **knobs)",
+}
 
 
 class Adapter:
@@ -57,8 +69,35 @@ class Adapter:
         return ()
 
     def items(self, batch: Any) -> int:
-        """How many `unit`s a (CPU-side) batch holds; by default its first tensor's length."""
-        return len(batch[0])
+        """How many `unit`s a (CPU-side) batch holds. By default the length of its first tensor:
+        the first field of a tuple, list or dataclass, the first value of a dict."""
+        n = _first_length(batch)
+        if n is None:
+            raise TypeError(
+                f"cannot tell how many {self.unit} a batch of type {type(batch).__name__} holds: "
+                "no tensor in it; define items(self, batch) in the adapter")
+        return n
+
+    def loader_args(self) -> dict[str, Any]:
+        """Optional: DataLoader keyword arguments that decide *what* is loaded: `collate_fn`,
+        `sampler` or `shuffle`, `drop_last`, `worker_init_fn`, `generator`, ...
+
+        The tool adds its own knobs over them (batch_size, num_workers, prefetch_factor,
+        pin_memory, persistent_workers; naming one here is an error). Without a sampler or
+        shuffle, a map-style dataset is read in a random order that costs nothing to start
+        (`shuffle=True` gets the same); without drop_last, only full batches are used.
+        """
+        return {}
+
+    def make_loader(self, dataset: Any, **knobs: Any) -> Iterable[Any]:
+        """Optional: build the loader yourself (WebDataset, HF datasets, a custom sampler).
+
+        Called with `dataset()`'s result and the knobs as keyword arguments, all five always
+        given, with values `torch.utils.data.DataLoader` accepts (prefetch_factor None and
+        persistent_workers False without workers). Return an iterable of batches that can be
+        iterated again for the next epoch. Define this or `loader_args`, not both.
+        """
+        raise NotImplementedError
 
     def flops_per_item(self) -> float | None:
         """Optional: training FLOPs per unit (forward + backward), for MFU in `autotune lab`."""
@@ -106,7 +145,119 @@ def load_adapter(path: str | Path) -> type[Adapter]:
             f"an adapter must define {', '.join(_REQUIRED)}"
         )
     _check_sizes(path, cls)
+    _check_signatures(path, cls)
+    _check_loader(path, cls)
     return cls
+
+
+def defines(cls: type[Adapter], name: str) -> bool:
+    """Whether the adapter overrides `Adapter.name` (an optional method it may leave out)."""
+    return getattr(cls, name) is not getattr(Adapter, name)
+
+
+def check_loader_args(args: Any, where: str) -> dict[str, Any]:
+    """`loader_args()`'s result as a dict, or `InputError` saying what is wrong with it."""
+    if not isinstance(args, Mapping):
+        raise InputError(f"{where}.loader_args() returned {type(args).__name__}, not a dict; "
+                         "return a dict of DataLoader keyword arguments, e.g. "
+                         "{'collate_fn': my_collate}")
+    for key in args:
+        if key in LOADER_KNOBS:
+            raise InputError(
+                f"{where}.loader_args() sets {key!r}, a knob the tool owns and searches "
+                f"({', '.join(LOADER_KNOBS)}); remove it"
+                + (" (the baseline uses the adapter's batch_size)" if key == "batch_size" else ""))
+        if key in _NOT_LOADER_ARGS:
+            raise InputError(f"{where}.loader_args() sets {key!r}: {_NOT_LOADER_ARGS[key]}")
+        if not isinstance(key, str):
+            raise InputError(f"{where}.loader_args() has the key {key!r}: keys are the "
+                             "DataLoader's keyword arguments, as strings")
+    return dict(args)
+
+
+# Each method and the arguments the tool calls it with.
+_CALLS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "dataset": ((), ()),
+    "model": ((), ()),
+    "optimizer": (("model",), ()),
+    "loss": (("model", "batch"), ()),
+    "blocks": (("model",), ()),
+    "items": (("batch",), ()),
+    "loader_args": ((), ()),
+    "make_loader": (("dataset",), LOADER_KNOBS),
+}
+
+
+def _check_signatures(path: Path, cls: type[Adapter]) -> None:
+    """Each method can be called the way the tool calls it (without calling it)."""
+    for name, (args, keywords) in _CALLS.items():
+        if not defines(cls, name):
+            continue
+        attr = inspect.getattr_static(cls, name)
+        if isinstance(attr, staticmethod):
+            func, bound = attr.__func__, args
+        elif isinstance(attr, classmethod):
+            func, bound = getattr(cls, name), args
+        elif inspect.isfunction(attr):
+            func, bound = attr, ("self", *args)
+        else:
+            raise InputError(f"{path}: {cls.__name__}.{name} is a {type(attr).__name__}, not a "
+                             f"method; define `def {name}(self{''.join(', ' + a for a in args)}"
+                             f"{', **knobs' if keywords else ''})`")
+        try:
+            signature = inspect.signature(func)
+        except (TypeError, ValueError):  # a callable inspect cannot read: trust it
+            continue
+        try:
+            signature.bind(*bound, **{k: None for k in keywords})
+        except TypeError as exc:
+            call = ", ".join((*args, *(f"{k}=..." for k in keywords)))
+            raise InputError(
+                f"{path}: {cls.__name__}.{name}{signature} cannot be called as "
+                f"{name}({call}) ({exc}); define `def {name}(self"
+                f"{''.join(', ' + a for a in args)}{', **knobs' if keywords else ''})`"
+            ) from None
+
+
+def _check_loader(path: Path, cls: type[Adapter]) -> None:
+    """loader_args and make_loader: one or the other, and loader_args' dict checked (it is
+    cheap to call: it decides arguments, it builds no dataset)."""
+    if not defines(cls, "loader_args"):
+        return
+    if defines(cls, "make_loader"):
+        raise InputError(f"{path}: {cls.__name__} defines both make_loader and loader_args; "
+                         "make_loader builds the whole loader, so loader_args would never be "
+                         "used: keep one (pass the arguments inside make_loader)")
+    try:
+        args = cls().loader_args()
+    except Exception as exc:  # any error in user code: report it with its traceback
+        tb = "".join(traceback.format_exception(exc))
+        raise InputError(f"{path}: {cls.__name__}().loader_args() failed:\n{tb}") from None
+    check_loader_args(args, f"{path}: {cls.__name__}")
+
+
+def _first_length(batch: Any) -> int | None:
+    """The leading dimension of the first tensor (anything with a `.shape`) in `batch`, depth
+    first; for a batch of no tensors the length of its first field (a list of strings)."""
+    shape = getattr(batch, "shape", None)
+    if shape is not None and not isinstance(batch, type) and len(shape) > 0:
+        return int(shape[0])
+    if isinstance(batch, Mapping):
+        fields: list[Any] = list(batch.values())
+    elif dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        fields = [getattr(batch, f.name) for f in dataclasses.fields(batch)]
+    elif isinstance(batch, (tuple, list)):
+        fields = list(batch)
+    else:
+        return None
+    for value in fields:
+        n = _first_length(value)
+        if n is not None:
+            return n
+    first = fields[0] if fields else None
+    if isinstance(first, (tuple, list)):
+        return len(first)  # e.g. a list of strings, or of tensors of different lengths
+    return None
 
 
 def _check_sizes(path: Path, cls: type[Adapter]) -> None:

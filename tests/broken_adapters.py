@@ -61,4 +61,50 @@ BROKEN: dict[str, tuple[str, str]] = {
     ),
 }
 
+_ONE_ARG_LOSS = _GOOD_BODY.replace("def loss(self, model, batch)", "def loss(self, batch)")
+_DATASET_LIST = _GOOD_BODY.replace("def dataset(self):\n        return []", "dataset = []")
+
+BROKEN.update({
+    "loader-args-knob": (
+        "import autotune\n\n" f"class A(autotune.Adapter):{_GOOD_BODY}\n"
+        "    def loader_args(self):\n        return {'collate_fn': None, 'num_workers': 4}\n",
+        "A.loader_args() sets 'num_workers', a knob the tool owns and searches",
+    ),
+    "loader-args-batch-sampler": (
+        "import autotune\n\n" f"class A(autotune.Adapter):{_GOOD_BODY}\n"
+        "    def loader_args(self):\n        return {'batch_sampler': None}\n",
+        "A.loader_args() sets 'batch_sampler': a batch sampler fixes the batch size",
+    ),
+    "loader-args-not-a-dict": (
+        "import autotune\n\n" f"class A(autotune.Adapter):{_GOOD_BODY}\n"
+        "    def loader_args(self):\n        return [('collate_fn', None)]\n",
+        "A.loader_args() returned list, not a dict",
+    ),
+    "loader-args-raises": (
+        "import autotune\n\n" f"class A(autotune.Adapter):{_GOOD_BODY}\n"
+        "    def loader_args(self):\n        raise KeyError('no such collate')\n",
+        "A().loader_args() failed:\nTraceback",
+    ),
+    "loader-args-and-make-loader": (
+        "import autotune\n\n" f"class A(autotune.Adapter):{_GOOD_BODY}\n"
+        "    def loader_args(self):\n        return {}\n\n"
+        "    def make_loader(self, dataset, **knobs):\n        return []\n",
+        "A defines both make_loader and loader_args",
+    ),
+    "make-loader-signature": (
+        "import autotune\n\n" f"class A(autotune.Adapter):{_GOOD_BODY}\n"
+        "    def make_loader(self, dataset, batch_size):\n        return []\n",
+        "A.make_loader(self, dataset, batch_size) cannot be called as make_loader(dataset, "
+        "batch_size=..., num_workers=...",
+    ),
+    "loss-signature": (
+        "import autotune\n\n" f"class A(autotune.Adapter):{_ONE_ARG_LOSS}",
+        "A.loss(self, batch) cannot be called as loss(model, batch)",
+    ),
+    "dataset-not-a-method": (
+        "import autotune\n\n" f"class A(autotune.Adapter):{_DATASET_LIST}",
+        "A.dataset is a list, not a method; define `def dataset(self)`",
+    ),
+})
+
 GOOD = "import autotune\n\n" f"class Good(autotune.Adapter):\n    batch_size = 4\n{_GOOD_BODY}"

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
+import torch
 from broken_adapters import BROKEN, GOOD
 
 from autotune import Adapter, InputError, load_adapter
+from autotune.adapter import defines
 
 
 def test_loads_the_one_subclass(tmp_path: Path) -> None:
@@ -71,3 +76,70 @@ def test_import_failure_shows_the_traceback(tmp_path: Path) -> None:
     assert "Traceback" in message
     assert "ZeroDivisionError" in message
     assert f'File "{path}", line 5, in helper' in message
+
+
+# -- the default items(batch) -----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Batch:
+    ids: list[int]
+    pixels: torch.Tensor
+
+
+class Pair(NamedTuple):
+    x: torch.Tensor
+    y: torch.Tensor
+
+
+class Encoding(collections.UserDict):  # HF's BatchEncoding is a UserDict
+    pass
+
+
+@pytest.mark.parametrize(
+    ("batch", "n"),
+    [
+        ((torch.zeros(5, 3), torch.zeros(5)), 5),
+        ([torch.zeros(5, 3), torch.zeros(5)], 5),
+        (Pair(torch.zeros(5, 3), torch.zeros(5)), 5),
+        (torch.zeros(5, 7), 5),  # one tensor: its rows, not a row's length
+        ({"input_ids": torch.zeros(5, 7), "labels": torch.zeros(5)}, 5),
+        (Encoding(input_ids=torch.zeros(5, 7)), 5),
+        (Batch(ids=[1, 2, 3, 4, 5], pixels=torch.zeros(5, 3, 8, 8)), 5),
+        (({"image": torch.zeros(5, 3)}, torch.zeros(5)), 5),
+        ([[torch.zeros(5, 3), torch.zeros(5, 3)], torch.zeros(5)], 5),  # two views, one label
+        ((["a", "b", "c"], torch.zeros(3)), 3),
+        ((["a", "b", "c"],), 3),  # no tensor at all: the first field's length
+        ((torch.zeros(()), torch.zeros(4)), 4),  # a 0-d tensor has no length
+    ],
+    ids=["tuple", "list", "namedtuple", "tensor", "dict", "userdict", "dataclass",
+         "nested-dict", "nested-list", "strings-then-tensor", "strings", "scalar-first"],
+)
+def test_items_is_the_first_tensors_length(batch: Any, n: int) -> None:
+    assert Adapter().items(batch) == n
+
+
+def test_items_of_a_batch_without_length_asks_for_items() -> None:
+    with pytest.raises(TypeError, match="define items\\(self, batch\\)"):
+        Adapter().items(object())
+
+
+def test_optional_methods_are_optional(tmp_path: Path) -> None:
+    path = tmp_path / "good.py"
+    path.write_text(GOOD)
+    cls = load_adapter(path)
+    assert cls().loader_args() == {}
+    assert not defines(cls, "make_loader") and not defines(cls, "loader_args")
+    with pytest.raises(NotImplementedError):
+        cls().make_loader([], batch_size=1)
+
+
+def test_a_good_loader_contract_loads(tmp_path: Path) -> None:
+    path = tmp_path / "loader.py"
+    path.write_text(GOOD + "\n    def loader_args(self):\n"
+                    "        return {'collate_fn': list, 'drop_last': False, 'shuffle': False}\n")
+    assert defines(load_adapter(path), "loader_args")
+    path.write_text(GOOD + "\n    @staticmethod\n    def make_loader(dataset, *, batch_size, "
+                    "num_workers, prefetch_factor=None, pin_memory=False, "
+                    "persistent_workers=False):\n        return [dataset]\n")
+    assert defines(load_adapter(path), "make_loader")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -167,6 +168,41 @@ def test_oom_trials_are_recorded_and_the_study_finishes(tmp_path: Path) -> None:
     assert load_config(out / "best.yaml").batch_size <= threshold
     rows = csv_rows(out / "trials.csv")
     assert {r["status"] for r in rows} == {"ok", "oom"}
+
+
+# -- what real training code brings -------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_baseline_that_breaks_the_contract_stops_the_search(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_autotune("search", "--adapter", TEST_ADAPTERS / "faults" / "vector_loss.py",
+                        "--device", "cpu", "--trials", "4", "--confirm", "0", "--out", out,
+                        "--measure-seconds", "1")
+    assert proc.returncode == 1, failure(proc)
+    assert "breaks the adapter contract" in proc.stderr
+    assert "adapter.loss must return a scalar tensor" in proc.stderr
+    assert f"log: {out / 'trials' / '0' / 'log.txt'}" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert [p.name for p in (out / "trials").iterdir()] == ["0"]  # not 4 identical failures
+    assert "scalar tensor" in csv_rows(out / "trials.csv")[0]["reason"]
+
+
+@pytest.mark.slow
+def test_a_dataset_of_2_to_the_31_samples_is_measured_within_seconds(tmp_path: Path) -> None:
+    # Nothing proportional to the dataset's length at the loader's start: PyTorch's
+    # RandomSampler would first draw randperm(2^31) (16 GiB, about a minute).
+    out = tmp_path / "out"
+    proc = run_autotune("search", "--adapter", TEST_ADAPTERS / "huge.py", "--device", "cpu",
+                        "--trials", "1", "--confirm", "0", "--out", out,
+                        "--measure-seconds", "1")
+    assert proc.returncode == 0, failure(proc)
+    events = [json.loads(line) for line in
+              (out / "trials" / "0" / "events.jsonl").read_text().splitlines()]
+    entered = {e["phase"]: e["time"] for e in events if e["event"] == "phase"}
+    # From building the dataset and its loader to the first timed window.
+    assert entered["windows"] - entered["dataset"] < 5.0, entered
+    assert any(e["event"] == "window" for e in events)
 
 
 # -- a whole study on the CPU ------------------------------------------------------------------------------

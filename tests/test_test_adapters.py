@@ -33,8 +33,12 @@ OVERRIDES = {
     "faults/segfault.py": {"loss"},
     "faults/slow_step.py": {"dataset"},
     "faults/worker_error.py": {"dataset"},
+    "faults/vector_loss.py": {"loss"},
+    "huge.py": {"dataset"},
+    "structured.py": {"dataset", "loader_args", "loss"},
 }
-METHODS = {"dataset", "model", "optimizer", "loss", "blocks", "items", "flops_per_item"}
+METHODS = {"dataset", "model", "optimizer", "loss", "blocks", "items", "flops_per_item",
+           "loader_args", "make_loader"}
 
 
 def test_every_adapter_on_the_base_is_listed() -> None:
@@ -81,6 +85,13 @@ def test_a_fault_happens_only_where_it_should(tmp_path: Path, name: str, fault: 
     assert run(tmp_path / "fault", name, fault)[0] is status
     assert reason in run(tmp_path / "again", name, fault)[1]
     assert run(tmp_path / "base", name, TrainConfig(batch_size=8)) == (Status.OK, "")
+
+
+def test_a_contract_fault_happens_in_every_config(tmp_path: Path) -> None:
+    for i, config in enumerate([TrainConfig(batch_size=8), TrainConfig(batch_size=32)]):
+        status, reason = run(tmp_path / str(i), "faults/vector_loss.py", config)
+        assert status is Status.ERROR
+        assert "adapter.loss must return a scalar tensor" in reason
 
 
 def test_trial_processes_and_workers_record_their_pids(

@@ -118,6 +118,11 @@ class TrialResult:
     status: Status
     reason: str = ""
     """One line: why the trial ended as it did ("" when ok)."""
+    contract_error: str = ""
+    """The part of the adapter the failure came from ("loss(model, batch)", "dataset()", "the
+    loader (dataset, collate_fn, sampler)", ...), "" when it did not come from the adapter. In
+    the baseline trial (PyTorch's defaults) no configuration can fix such a failure, and the
+    search stops; in another trial it may still be that config's (a worker-only error)."""
     throughput: float | None = None
     """Median units/s over the timed windows."""
     unit: str = "samples"
@@ -171,7 +176,8 @@ class TrialResult:
     @property
     def fixed_seconds(self) -> float | None:
         """What the trial cost besides compiling, warming up and timing: process start,
-        building the step, the diagnosis, handing the result back."""
+        imports, building the model, dataset and loader, the first batch, the diagnosis,
+        handing the result back."""
         if self.duration_seconds is None or not self.phases:
             return None
         measured = self.phases.get("warmup", 0.0) + self.phases.get("windows", 0.0)

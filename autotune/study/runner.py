@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from autotune.contract.allocator import ALLOC_ENV, OTHER_ALLOC_ENVS
+from autotune.contract.phases import Phase, stalled
 from autotune.contract.request import LAUNCH_ENV, TrialRequest, compile_cache_env
 from autotune.contract.result import Status, TrialResult
 from autotune.study.processes import TrialProcess, kill_group
@@ -93,6 +94,7 @@ class SubprocessRunner:
             proc = self._launch(request, trial_dir, log)
             events = _EventTail(trial_dir / "events.jsonl", on_event)
             outcome: Status | None = None
+            stuck = ""
             try:
                 while True:
                     try:
@@ -109,6 +111,8 @@ class SubprocessRunner:
                         break
                     if time.monotonic() - start > timeout:
                         outcome = Status.TIMEOUT
+                        # Where it is stuck, read now: killing it takes a grace period.
+                        stuck = events.stalled(compiling=request.config.compile != "none")
                         break
             finally:
                 # Whatever happened (even an exception here), leave no process behind.
@@ -116,6 +120,8 @@ class SubprocessRunner:
             events.poll()
         duration = time.monotonic() - start
         reason = self._prune_reason if outcome is Status.PRUNED else self._stop_reason
+        if outcome is Status.TIMEOUT:
+            reason = stuck
         result = _read_result(trial_dir, proc.returncode, outcome, duration, timeout,
                               reason, windows=events.rates)
         result.save(trial_dir / "result.json")  # every trial folder holds its outcome
@@ -173,11 +179,10 @@ def _read_result(
                            throughput=statistics.median(windows) if windows else None,
                            windows=len(windows), window_throughputs=tuple(windows))
     if outcome is Status.TIMEOUT:
-        # Say whether it got as far as timing: a trial still warming up was compiling (or its
-        # loader never delivered), which is where slow compile modes spend their minutes.
-        where = (f"after {len(windows)} timed window(s)" if windows
-                 else "while still compiling / warming up (no timed window yet)")
-        return TrialResult(status=outcome, reason=f"killed at the {timeout:.0f} s trial limit {where}",
+        # Say where it was stuck, and for how long: "no batch from the DataLoader after 55 s"
+        # and "still compiling after 120 s" call for different fixes.
+        where = f": {stop_reason}" if stop_reason else ""
+        return TrialResult(status=outcome, reason=f"killed at the {timeout:.0f} s trial limit{where}",
                            log=log, duration_seconds=duration)
     path = trial_dir / "result.json"
     if path.is_file():
@@ -207,6 +212,11 @@ class _EventTail:
         self.offset = 0
         self.rates: list[float] = []
         """Each timed window's rate so far."""
+        self.phase: str = Phase.START.value
+        self.phase_since = time.time()
+        """When the trial entered `phase` (wall clock: the trial stamps its events so)."""
+        self.stepped = False
+        """Whether a warm-up step has finished."""
 
     def poll(self) -> None:
         if not self.path.is_file():
@@ -219,10 +229,22 @@ class _EventTail:
                     break  # incomplete: read it next time
                 self.offset = f.tell()
                 event = json.loads(line)
-                if event.get("event") == "window":
+                kind = event.get("event")
+                if kind == "window":
                     self.rates.append(float(event["throughput"]))
+                elif kind == "phase":
+                    self.phase = str(event["phase"])
+                    self.phase_since = float(event.get("time", time.time()))
+                elif kind == "first_step":
+                    self.stepped = True
                 if self.callback is not None:
                     self.callback(event)
+
+    def stalled(self, *, compiling: bool) -> str:
+        """Where the trial is, in words, and for how long it has been there."""
+        self.poll()
+        return stalled(self.phase, max(0.0, time.time() - self.phase_since),
+                       compiling=compiling, stepped=self.stepped, windows=len(self.rates))
 
 
 class InProcessRunner:

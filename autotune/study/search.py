@@ -26,7 +26,7 @@ from optuna.trial import TrialState
 
 from autotune.adapter import Adapter
 from autotune.contract.config import TrainConfig
-from autotune.contract.errors import InputError
+from autotune.contract.errors import ContractError, InputError
 from autotune.contract.host import available_cpus
 from autotune.contract.request import MeasureSettings
 from autotune.contract.result import Status, TrialResult
@@ -155,6 +155,8 @@ class Search:
         """Measures the study's budget (a simulated clock in the replay benchmark)."""
         self._signal: int | None = None
         self._stopped = False
+        self._contract: ContractError | None = None
+        """Set when the baseline failed in the adapter's own code: run() raises it."""
         self.study = self._open_study()
         self.objective = Objective(
             adapter=settings.adapter, device=settings.device, out=settings.out, runner=runner,
@@ -261,6 +263,8 @@ class Search:
         self.listener.finished(winner)
         if self._signal is not None:
             raise Interrupted(self._signal)
+        if self._contract is not None:
+            raise self._contract
         return winner
 
     def stop(self) -> None:
@@ -325,8 +329,11 @@ class Search:
             records.write_duplicate(trial, outcome.duplicate_of)
         if result.fingerprint is not None and records.read_fingerprint(self.study) is None:
             records.write_fingerprint(self.study, result.fingerprint)
-        self._tell(trial, result, budget_cut=budget_cut)
         role = records.read_role(trial)
+        # A baseline failing in the adapter's own code fails alike in every config: told as
+        # FAIL (it says nothing about the config, and a fixed adapter re-runs it), then stop.
+        broken = bool(result.contract_error) and role == records.BASELINE
+        self._tell(trial, result, budget_cut=budget_cut, says_nothing=broken)
         if role and role != records.BASELINE and s.guided:
             recs = records.read_records(self.study)
             done = next(r for r in recs if r.number == trial.number)
@@ -339,15 +346,21 @@ class Search:
                 f" ({result.reason})" if result.reason else "")
             result = result.replace(reason=note)
         self.listener.trial_finished(trial.number, result, self.winner())
+        if broken:
+            self._stopped = True
+            self._contract = ContractError.in_baseline(
+                trial.number, part=result.contract_error, reason=result.reason, log=result.log)
 
-    def _tell(self, trial: optuna.Trial, result: TrialResult, *, budget_cut: bool) -> None:
+    def _tell(self, trial: optuna.Trial, result: TrialResult, *, budget_cut: bool,
+              says_nothing: bool = False) -> None:
         records.write_result(trial, result)
         if result.status is Status.PRUNED:
             self.study.tell(trial, state=TrialState.PRUNED)
         elif result.status is Status.OK:
             trial.set_constraint(FEASIBLE, 0.0)
             self.study.tell(trial, result.throughput)
-        elif result.status.says_something and not (budget_cut and result.status is Status.TIMEOUT):
+        elif result.status.says_something and not says_nothing \
+                and not (budget_cut and result.status is Status.TIMEOUT):
             trial.set_constraint(FEASIBLE, 1.0)
             self.study.tell(trial, 0.0)
         else:

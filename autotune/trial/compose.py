@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
 
-from autotune.adapter import Adapter
+from autotune.adapter import Adapter, defines
 from autotune.contract.config import TrainConfig
+from autotune.contract.phases import Phase
 from autotune.contract.request import CUDAGRAPH_MODES
+from autotune.trial.blame import blame
 from autotune.trial.features.amp import apply_amp, set_matmul_precision
 from autotune.trial.features.checkpoint import apply_checkpoint
 from autotune.trial.features.compile import apply_compile
 from autotune.trial.features.dataloader import apply_dataloader, dataloader_kwargs, to_device
-from autotune.trial.lifetime import die_with_parent
 from autotune.trial.measure import StepResult
 
 __all__ = ["TrainStep", "apply_model_features", "compose", "loader_knobs"]
@@ -50,9 +52,12 @@ def loader_knobs(config: TrainConfig) -> dict[str, Any]:
         persistent_workers=config.persistent_workers)
 
 
-
 class TrainStep:
-    """One optimizer step of `grad_accum` micro-batches, callable repeatedly (epochs roll over)."""
+    """One optimizer step of `grad_accum` micro-batches, callable repeatedly (epochs roll over).
+
+    Exceptions raised by the adapter's code are marked with the part they came from
+    (`blame`): in the baseline trial that is a fault no config can fix.
+    """
 
     def __init__(
         self,
@@ -62,37 +67,87 @@ class TrainStep:
         *,
         clock: Callable[[], float] = time.perf_counter,
         dataset: Any = None,
+        on_phase: Callable[[Phase], None] = lambda phase: None,
     ) -> None:
         self.adapter = adapter
         self.config = config
         self.device = device
         self.clock = clock
         self.amp = apply_amp(config.amp_dtype, device.type)
-        model = adapter.model()
+        on_phase(Phase.MODEL)
+        with _blamed("model()"):
+            model = adapter.model()
+            if not isinstance(model, torch.nn.Module):
+                raise TypeError(f"adapter.model must return a torch.nn.Module, got "
+                                f"{type(model).__name__}")
         # Move to the device before building the optimizer, so its state lives there too.
         self.model = model.to(device)
-        self.optimizer = adapter.optimizer(self.model)
+        with _blamed("optimizer(model)"):
+            self.optimizer = adapter.optimizer(self.model)
+        with _blamed("blocks(model)"):
+            blocks = adapter.blocks(model)
         self.forward_model, self.blocks_checkpointed = apply_model_features(
-            self.model, adapter.blocks(model), amp_dtype=config.amp_dtype,
+            self.model, blocks, amp_dtype=config.amp_dtype,
             checkpoint=config.checkpoint, compile=config.compile)
-        # Workers die with this process even when stuck in __getitem__ (see lifetime.py).
-        dataset = adapter.dataset() if dataset is None else dataset
-        self.loader = apply_dataloader(dataset, loader_knobs(config),
-                                       worker_init_fn=die_with_parent)
+        on_phase(Phase.DATASET)
+        if dataset is None:
+            with _blamed("dataset()"):
+                dataset = adapter.dataset()
+        self.loader = self._build_loader(dataset)
         self._iterator: Iterator[Any] | None = None
+        self._pending: Any = None
         self._mark_cudagraph_step = device.type == "cuda" and config.compile in CUDAGRAPH_MODES
         self._loss_sum = torch.zeros((), device=device)
 
+    def _build_loader(self, dataset: Any) -> Iterable[Any]:
+        """The adapter's loader (`make_loader`) or a DataLoader of its `loader_args` under the
+        loader knobs; workers die with this process either way (see lifetime.py)."""
+        adapter = self.adapter
+        if defines(type(adapter), "make_loader"):
+            with _blamed("make_loader(dataset, **knobs)"):
+                return apply_dataloader(dataset, loader_knobs(self.config),
+                                        make_loader=adapter.make_loader)
+        with _blamed("loader_args()"):
+            args = adapter.loader_args()
+        with _blamed("the DataLoader built from loader_args()"):
+            return apply_dataloader(dataset, loader_knobs(self.config), loader_args=args)
+
+    def start_loader(self) -> None:
+        """Wait for the loader's first batch (workers starting, the sampler, the first reads)
+        and keep it for the first step, so that warm-up times the step, not the start-up."""
+        if self._pending is None:
+            self._pending = self._pull()
+
     def next_batch(self) -> tuple[Any, int]:
         """The next CPU batch and its item count, starting a new epoch when one ends."""
-        if self._iterator is None:
-            self._iterator = iter(self.loader)
+        batch, self._pending = self._pending, None
+        if batch is None:
+            batch = self._pull()
         try:
-            batch = next(self._iterator)
-        except StopIteration:
-            self._iterator = iter(self.loader)
-            batch = next(self._iterator)
-        return batch, int(self.adapter.items(batch))
+            n = int(self.adapter.items(batch))
+        except Exception as exc:
+            blame(exc, "items(batch)")
+            raise
+        return batch, n
+
+    def _pull(self) -> Any:
+        try:
+            if self._iterator is None:
+                self._iterator = iter(self.loader)
+            try:
+                return next(self._iterator)
+            except StopIteration:
+                self._iterator = iter(self.loader)
+            try:
+                return next(self._iterator)
+            except StopIteration:
+                raise RuntimeError(
+                    f"the loader yielded no batch (batch_size={self.config.batch_size}): a "
+                    "dataset smaller than one batch with drop_last, or a make_loader that "
+                    "returns an iterator instead of an iterable that starts over") from None
+        except Exception as exc:
+            blame(exc, "the loader (dataset, collate_fn, sampler)")
+            raise
 
     def __call__(self) -> StepResult:
         items = 0
@@ -114,17 +169,21 @@ class TrainStep:
         """Forward and backward of one micro-batch already on the device."""
         if self._mark_cudagraph_step:
             torch.compiler.cudagraph_mark_step_begin()
-        with self.amp.autocast():
-            loss = self.adapter.loss(self.forward_model, batch)
-        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-            raise TypeError(
-                f"adapter.loss must return a scalar tensor, got {type(loss).__name__}"
-                + (f" of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else "")
-            )
+        try:
+            with self.amp.autocast():
+                loss = self.adapter.loss(self.forward_model, batch)
+            _check_loss(loss)
+        except Exception as exc:
+            blame(exc, "loss(model, batch)")
+            raise
         loss = loss / accum
         # Accumulate on the device: reading it (.item()) inside timed steps would synchronize.
         self._loss_sum += loss.detach().float()
-        self.amp.scaler.scale(loss).backward()
+        try:
+            self.amp.scaler.scale(loss).backward()
+        except Exception as exc:
+            blame(exc, "loss(model, batch), in its backward")
+            raise
 
     def resident_step(self, batch: Any) -> None:
         """One optimizer step of `grad_accum` micro-batches of one batch kept on the device
@@ -135,7 +194,11 @@ class TrainStep:
         self.optimizer_step()
 
     def optimizer_step(self) -> None:
-        self.amp.scaler.step(self.optimizer)
+        try:
+            self.amp.scaler.step(self.optimizer)
+        except Exception as exc:
+            blame(exc, "optimizer(model), in its step()")
+            raise
         self.amp.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
 
@@ -156,6 +219,31 @@ class TrainStep:
 
 
 def compose(adapter: Adapter, config: TrainConfig, device: torch.device, *,
-            dataset: Any = None) -> TrainStep:
-    """The user's step with `config` applied; `dataset` if already built (a fork server's)."""
-    return TrainStep(adapter, config, device, dataset=dataset)
+            dataset: Any = None,
+            on_phase: Callable[[Phase], None] = lambda phase: None) -> TrainStep:
+    """The user's step with `config` applied; `dataset` if already built (a fork server's).
+    `on_phase` hears when building the model and building the dataset begin."""
+    return TrainStep(adapter, config, device, dataset=dataset, on_phase=on_phase)
+
+
+def _check_loss(loss: Any) -> None:
+    """The contract: a scalar tensor that backward can start from."""
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        raise TypeError(
+            f"adapter.loss must return a scalar tensor, got {type(loss).__name__}"
+            + (f" of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else "")
+        )
+    if not loss.requires_grad:
+        raise TypeError("adapter.loss returned a tensor that does not require grad: compute "
+                        "it from the model's output, outside torch.no_grad()")
+
+
+@contextlib.contextmanager
+def _blamed(part: str) -> Iterator[None]:
+    """Mark an exception raised inside as the adapter's `part` (not for the hot loop: a
+    generator-based context costs a microsecond)."""
+    try:
+        yield
+    except Exception as exc:
+        blame(exc, part)
+        raise

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["die_with_parent"]
+__all__ = ["die_with_parent", "with_parent_death"]
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
@@ -28,3 +30,19 @@ def die_with_parent(*_: Any) -> None:
     libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
     if os.getppid() == 1:  # the parent died before prctl took effect
         os._exit(1)
+
+
+def with_parent_death(worker_init_fn: Callable[[int], Any] | None) -> Callable[[int], Any]:
+    """A DataLoader `worker_init_fn` that makes the worker die with the trial, then runs the
+    adapter's own `worker_init_fn` (seeding, sharding, opening files) if it has one."""
+    if worker_init_fn is None or worker_init_fn is die_with_parent:
+        return die_with_parent
+    if isinstance(worker_init_fn, functools.partial) and worker_init_fn.func is _die_then:
+        return worker_init_fn  # chained already
+    # A partial of a module-level function: picklable, for the spawn start method too.
+    return functools.partial(_die_then, worker_init_fn)
+
+
+def _die_then(worker_init_fn: Callable[[int], Any], worker_id: int) -> None:
+    die_with_parent()
+    worker_init_fn(worker_id)

@@ -125,12 +125,14 @@ def measure(
     clock: Callable[[], float] = time.perf_counter,
     on_window: Callable[[Window], None] | None = None,
     on_timed_start: Callable[[], None] | None = None,
+    on_first_step: Callable[[float], None] | None = None,
 ) -> Measurement:
     """Warm `step` up, then time windows of it until they agree or the budget ends.
 
     `sync` waits for queued device work (torch.cuda.synchronize); `finite` syncs and says whether
     every loss so far was finite. `on_timed_start` is called once, right before the first timed
-    window (after warm-up). Raises `NonFiniteLoss` as soon as a check fails.
+    window (after warm-up); `on_first_step` once the first warm-up step (where compiling
+    happens) is done, with its seconds. Raises `NonFiniteLoss` as soon as a check fails.
     """
     s = settings
     start = clock()
@@ -146,6 +148,8 @@ def measure(
         wall_times.append(clock() - t0)
         compute_times.append(wall_times[-1] - result.data_wait)
         steps += 1
+        if steps == 1 and on_first_step is not None:
+            on_first_step(wall_times[0])
         if settled:
             drained += s.grad_accum
         elif steps >= s.min_warmup_steps and _settled(compute_times[-2:], s.settle_ratio):

@@ -21,6 +21,7 @@ from typing import Any
 
 from autotune.contract.allocator import ALLOC_ENV
 from autotune.contract.config import TrainConfig
+from autotune.contract.phases import Phase
 from autotune.contract.request import LAUNCH_ENV, MeasureSettings, TrialRequest
 from autotune.contract.result import Status, TrialResult
 from autotune.trial.hostcpu import CpuTimes, cpu_usage, read_cpu_times
@@ -46,11 +47,15 @@ def run_trial(request: TrialRequest, events: Path | None = None,
               started: float | None = None, preloaded: Preloaded | None = None) -> TrialResult:
     """Compose and measure one config; return its outcome (never raises for trial failures).
 
-    `started` is the `perf_counter` time the process (or fork) began: what came before
-    composing is the trial's start-up phase."""
+    `started` is the `perf_counter` time the process (or fork) began: what came before this
+    call is the trial's start phase. An exception from the adapter's own code is marked in
+    the result (`contract_error`) with the part of the adapter it came from."""
+    phases = _Phases(events, started)
+    phases.enter(Phase.IMPORT)
     import torch
 
     from autotune.adapter import load_adapter
+    from autotune.trial.blame import blame, blamed
     from autotune.trial.compose import compose
     from autotune.trial.fingerprint import fingerprint
     from autotune.trial.measure import measure
@@ -61,7 +66,6 @@ def run_trial(request: TrialRequest, events: Path | None = None,
     unit = "samples"
     step = None
     facts: dict[str, Any] = {}
-    phases = _Phases(events, started)
 
     def on_window(w: Window) -> None:
         phases.emit({"event": "window", "throughput": w.throughput, "seconds": w.seconds,
@@ -73,35 +77,50 @@ def run_trial(request: TrialRequest, events: Path | None = None,
                 f"{ALLOC_ENV}={os.environ.get(ALLOC_ENV, '')!r} in the trial process, expected "
                 f"{config.alloc_conf!r}: the allocator settings did not reach it"
             )
-        phases.enter("compose")
         if preloaded is not None and preloaded.adapter_path == request.adapter:
             adapter_cls, dataset = preloaded.adapter_cls, preloaded.dataset
         else:
-            adapter_cls, dataset = load_adapter(request.adapter), None
+            try:
+                adapter_cls, dataset = load_adapter(request.adapter), None
+            except Exception as exc:
+                blame(exc, "the adapter file")
+                raise
         unit = adapter_cls.unit
+        # Starting the device (CUDA's first call takes seconds) belongs to building the model.
+        phases.enter(Phase.MODEL)
         facts["fingerprint"] = fingerprint(device)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        step = compose(adapter_cls(), config, device, dataset=dataset)
+        try:
+            adapter = adapter_cls()
+        except Exception as exc:
+            blame(exc, "the adapter's __init__")
+            raise
+        step = compose(adapter, config, device, dataset=dataset, on_phase=phases.enter)
         facts["blocks_checkpointed"] = step.blocks_checkpointed
         phases.emit({"event": "composed"})
-        phases.enter("warmup")
+        phases.enter(Phase.FIRST_BATCH)
+        step.start_loader()
+        phases.enter(Phase.WARMUP)
         settings = settings_for(config, request.measure)
         cpu_start: list[CpuTimes | None] = []
 
         def timed_start() -> None:
-            phases.enter("windows")
+            phases.enter(Phase.WINDOWS)
             cpu_start.append(read_cpu_times())
 
+        def first_step(seconds: float) -> None:  # past it, a slow warm-up is not compiling
+            phases.emit({"event": "first_step", "seconds": seconds})
+
         m = measure(step, sync=step.sync, finite=step.finite, settings=settings,
-                    on_window=on_window, on_timed_start=timed_start)
+                    on_window=on_window, on_timed_start=timed_start, on_first_step=first_step)
         facts["host_cpu"] = cpu_usage(cpu_start[0] if cpu_start else None, read_cpu_times())
         if config.compile != "none":
             facts.update(_compile_cache_counts())
             if request.save_compile_artifacts and events is not None:
                 facts["compile_artifacts"] = _save_compile_artifacts(events.parent)
         if request.diagnose:
-            phases.enter("diagnosis")
+            phases.enter(Phase.DIAGNOSIS)
             facts.update(_diagnose(step, m, settings.prefetch_batches,
                                    cpu_busy_fraction=getattr(facts["host_cpu"], "busy_fraction",
                                                              None)))
@@ -121,7 +140,8 @@ def run_trial(request: TrialRequest, events: Path | None = None,
         traceback.print_exc()
         reason = _one_line(exc)
         status = Status.OOM if is_oom_error(exc) else Status.ERROR
-        result = TrialResult(status=status, reason=reason, unit=unit, **_memory(device), **facts)
+        result = TrialResult(status=status, reason=reason, unit=unit,
+                             contract_error=blamed(exc), **_memory(device), **facts)
     finally:
         if step is not None:
             step.close()
@@ -135,7 +155,7 @@ class _Phases:
     def __init__(self, events: Path | None, started: float | None) -> None:
         self.events = events
         self.seconds: dict[str, float] = {}
-        self.current = "start"
+        self.current: str = Phase.START.value
         self.since = time.perf_counter() if started is None else started
 
     def emit(self, event: dict[str, Any]) -> None:
@@ -144,6 +164,10 @@ class _Phases:
                 f.write(json.dumps(event) + "\n")
 
     def enter(self, phase: str) -> None:
+        """Leave the current phase for `phase` ("": the trial is over)."""
+        phase = getattr(phase, "value", phase)  # a Phase, or "" at the end
+        if phase == self.current:
+            return
         now = time.perf_counter()
         if self.current:
             self.seconds[self.current] = self.seconds.get(self.current, 0.0) + now - self.since

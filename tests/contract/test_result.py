@@ -23,7 +23,8 @@ FULL = TrialResult(
     compile_seconds=3.0, warmup_seconds=4.0, warmup_steps=12, settled=True,
     data_wait_fraction=0.4, windows=3, window_throughputs=(12.0, 12.5, 13.0), converged=True,
     peak_allocated_mb=100.0, peak_reserved_mb=120.0, peak_rss_mb=900.0, duration_seconds=9.5,
-    phases={"start": 2.0, "compose": 1.0, "warmup": 4.0, "windows": 1.5, "diagnosis": 1.0},
+    phases={"start": 2.0, "import": 1.0, "model": 0.5, "dataset": 0.5, "first_batch": 0.25,
+            "warmup": 4.0, "windows": 1.5, "diagnosis": 1.0},
     blocks_checkpointed=2, log="trials/3/log.txt", fingerprint=FINGERPRINT, diagnosis=DIAGNOSIS,
     host_cpu=HostCpu(busy_fraction=0.7, steal_fraction=0.02),
 )
@@ -52,6 +53,13 @@ def test_json_holds_plain_values() -> None:
     assert data["fingerprint"]["gpu"] == "NVIDIA H100"
     assert data["host_cpu"] == {"busy_fraction": 0.7, "steal_fraction": 0.02}
     assert "extra" not in data
+
+
+def test_round_trip_of_a_contract_error() -> None:
+    broken = TrialResult(status=Status.ERROR, reason="TypeError: adapter.loss must return a "
+                         "scalar tensor", contract_error="loss(model, batch)")
+    assert through_json(broken).contract_error == "loss(model, batch)"
+    assert TrialResult.from_dict({"status": "error"}).contract_error == ""  # older results
 
 
 def test_round_trip_of_a_failure_without_facts() -> None:

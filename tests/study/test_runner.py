@@ -13,9 +13,10 @@ import pytest
 from helpers import PID_DIR_ENV, kill_all, process_state, recorded_pids
 
 from autotune import MeasureSettings, Status, TrainConfig, TrialResult
+from autotune.contract.phases import PHASES
 from autotune.contract.request import TrialRequest
 from autotune.study.processes import _group_running, _wait_group_dead
-from autotune.study.runner import InProcessRunner, SubprocessRunner, kill_group
+from autotune.study.runner import InProcessRunner, SubprocessRunner, _EventTail, kill_group
 
 # Short windows: the tests check outcomes, not the precision of the numbers.
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
@@ -56,7 +57,7 @@ def test_in_process_runner_ok(tmp_path: Path, tiny_adapter: Path) -> None:
     assert kinds[0] == "composed" and kinds.count("window") == result.windows
     # Each phase is announced as it starts, in order, and its seconds end up in the result.
     phases = [e["phase"] for e in events if e["event"] == "phase"]
-    assert phases == ["compose", "warmup", "windows", "diagnosis"]
+    assert phases == list(PHASES[1:])
     assert set(phases) <= set(result.phases)
 
 
@@ -125,6 +126,58 @@ def test_in_process_runner_broken_adapter_is_an_error(tmp_path: Path) -> None:
     assert "no subclass of autotune.Adapter" in result.reason
 
 
+# -- where a timed-out trial was stuck --------------------------------------------------------------------
+
+
+def write_events(path: Path, *events: dict[str, Any]) -> None:
+    with path.open("a") as f:
+        for event in events:
+            f.write(json.dumps(event) + "\n")
+
+
+@pytest.mark.parametrize(
+    ("events", "compiling", "says"),
+    [
+        ([], False, "the trial process was still starting after 40 s"),
+        ([{"phase": "import"}], False, "still importing torch and the adapter after 40 s"),
+        ([{"phase": "model"}], False, "still building the model and optimizer"),
+        ([{"phase": "dataset"}], False, "still building the dataset and loader"),
+        ([{"phase": "first_batch"}], False, "no batch from the DataLoader after 40 s"),
+        ([{"phase": "warmup"}], True, "still compiling after 40 s"),
+        ([{"phase": "warmup"}], False, "the first step had not finished after 40 s"),
+        ([{"phase": "warmup"}, {"event": "first_step", "seconds": 3.0}], True,
+         "still warming up after 40 s"),
+        ([{"phase": "windows"}, {"event": "window", "throughput": 5.0, "seconds": 1.0,
+                                 "steps": 3, "data_wait": 0.0}], False,
+         "still measuring after 40 s (1 timed window(s))"),
+        ([{"phase": "diagnosis"}], False, "still diagnosing"),
+    ],
+    ids=["start", "import", "model", "dataset", "first-batch", "compiling", "first-step",
+         "warming-up", "measuring", "diagnosing"],
+)
+def test_a_stalled_trial_names_its_phase_and_how_long(
+    tmp_path: Path, events: list[dict[str, Any]], compiling: bool, says: str
+) -> None:
+    path = tmp_path / "events.jsonl"
+    path.touch()
+    tail = _EventTail(path, None)
+    tail.phase_since = time.time() - 40.0  # launched 40 s ago
+    then = time.time() - 40.0
+    for event in events:
+        write_events(path, {"event": "phase", "time": then, **event} if "phase" in event
+                     else event)
+    assert tail.stalled(compiling=compiling).startswith(says)
+
+
+def test_a_stalled_trial_counts_from_the_phase_it_entered_last(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    now = time.time()
+    write_events(path, {"event": "phase", "phase": "model", "time": now - 100.0},
+                 {"event": "phase", "phase": "first_batch", "time": now - 55.0})
+    assert _EventTail(path, None).stalled(compiling=False) == \
+        "no batch from the DataLoader after 55 s"
+
+
 # -- real child processes -----------------------------------------------------------------------------
 
 
@@ -150,7 +203,9 @@ def test_timeout_kills_the_trial_and_its_dataloader_workers(
         assert len(workers) == 2, workers
 
         assert result.status is Status.TIMEOUT
-        assert "12 s" in result.reason
+        # Where it was stuck, and for how long (the workers hang before the first batch).
+        assert result.reason.startswith("killed at the 12 s trial limit: no batch from the "
+                                        "DataLoader after "), result.reason
         assert timeout <= elapsed < timeout + runner.grace_seconds + 5
         # Dead when `run` returns: no process of the trial is still running...
         states = {pid: process_state(pid) for pid in main + workers}

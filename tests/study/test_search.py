@@ -17,6 +17,8 @@ from helpers import FakeRunner, csv_rows, ok_by_batch_size
 from optuna.trial import TrialState
 
 from autotune import Adapter, InputError, MeasureSettings, Status, TrainConfig, TrialResult, load_config
+from autotune.contract.errors import ContractError
+from autotune.contract.phases import PHASES
 from autotune.contract.request import TrialRequest
 from autotune.outputs.display import QuietListener
 from autotune.outputs.report import write_outputs
@@ -129,7 +131,7 @@ def test_in_process_search_baseline_first(tmp_path: Path, tiny_adapter: Path) ->
         assert constraints[t.number] == {"usable": 0.0}
         assert t.value == t.result.throughput > 0
         assert t.owner is not None and t.owner["pid"] == os.getpid()
-        assert {"start", "compose", "warmup", "windows", "diagnosis"} <= set(t.result.phases)
+        assert set(PHASES) <= set(t.result.phases)
     out = tmp_path / "out"
     assert winner is not None
     tuned = load_config(out / "best.yaml")
@@ -401,3 +403,49 @@ def test_cuda_graphs_with_accumulation_are_recorded_but_never_launched(tmp_path:
     launched = [r.config for r in runner.requests]
     assert any(c.grad_accum > 1 for c in launched)  # accumulation alone still runs
     assert all(c.grad_accum == 1 or c.compile == "none" for c in launched), launched
+
+
+# -- a baseline that breaks the adapter contract ------------------------------------------------------
+
+
+def vector_loss(call: int, request: TrialRequest) -> TrialResult:
+    """Every config fails alike: the adapter's loss is not a scalar."""
+    return TrialResult(status=Status.ERROR, contract_error="loss(model, batch)",
+                       reason="TypeError: adapter.loss must return a scalar tensor, got Tensor "
+                       "of shape (8,)", log=f"out/trials/{call}/log.txt")
+
+
+def test_a_baseline_that_breaks_the_adapter_contract_stops_the_search(tmp_path: Path) -> None:
+    runner = FakeRunner(vector_loss)
+    with pytest.raises(ContractError) as excinfo:
+        search(tmp_path, SMALL, trials=5, runner=runner).run()
+    assert len(runner.requests) == 1  # not five identical failures
+    message = str(excinfo.value)
+    assert "baseline trial (#0" in message and "adapter contract" in message
+    assert "adapter.loss must return a scalar tensor" in message
+    assert "log: out/trials/0/log.txt" in message
+    (base,) = records_of(tmp_path)
+    # Recorded with its reason, but told as FAIL: it says nothing about the config.
+    assert base.baseline and base.state == TrialState.FAIL
+    assert base.result is not None and base.result.contract_error == "loss(model, batch)"
+    assert "scalar tensor" in csv_rows(tmp_path / "out" / "trials.csv")[0]["reason"]
+
+    # The adapter fixed, the same command runs the baseline again.
+    fixed = FakeRunner()
+    search(tmp_path, SMALL, trials=2, runner=fixed).run()
+    assert TrainConfig(batch_size=Tiny.batch_size) in [r.config for r in fixed.requests]
+    assert [r.state for r in records_of(tmp_path) if r.baseline] == [TrialState.FAIL,
+                                                                      TrialState.COMPLETE]
+
+
+def test_a_contract_error_beyond_the_baseline_only_marks_that_config(tmp_path: Path) -> None:
+    # E.g. a dataset that fails only in DataLoader workers: the baseline (no workers) ran.
+    def script(call: int, request: TrialRequest) -> TrialResult:
+        return ok_by_batch_size(call, request) if call == 0 else vector_loss(call, request)
+
+    runner = FakeRunner(script)
+    search(tmp_path, SMALL, trials=3, runner=runner).run()
+    assert len(runner.requests) == 3
+    trials = records_of(tmp_path)
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 3
+    assert constraints_of(tmp_path) == {0: {"usable": 0.0}, 1: {"usable": 1.0}, 2: {"usable": 1.0}}

@@ -13,6 +13,7 @@ from torch import nn
 
 import autotune.trial.compose as compose
 from autotune import TrainConfig, load_adapter
+from autotune.trial.blame import blame, blamed
 from autotune.trial.compose import TrainStep, apply_model_features, loader_knobs
 from autotune.trial.features.checkpoint import chosen_blocks
 from autotune.trial.measure import StepResult
@@ -190,3 +191,121 @@ def test_a_loss_that_is_not_a_scalar_is_refused(tiny_step: Any) -> None:
     step.adapter.loss = lambda model, batch: model(batch[0])  # per-sample logits
     with pytest.raises(TypeError, match=r"scalar tensor, got Tensor of shape \(8, 2\)"):
         step()
+
+
+def test_a_loss_that_does_not_require_grad_is_refused(tiny_step: Any) -> None:
+    step = tiny_step(TrainConfig(batch_size=8))
+    loss = step.adapter.loss
+    step.adapter.loss = lambda model, batch: loss(model, batch).detach()
+    with pytest.raises(TypeError, match="does not require grad") as excinfo:
+        step()
+    assert blamed(excinfo.value) == "loss(model, batch)"
+
+
+# -- the loader's start ---------------------------------------------------------------------------------
+
+
+def test_the_first_batch_is_waited_for_apart_and_used_by_the_first_step(tiny_step: Any) -> None:
+    step = tiny_step(TrainConfig(batch_size=8))
+    step.start_loader()
+    first = step._pending
+    assert first is not None
+    step.start_loader()  # once only
+    assert step._pending is first
+    batch, n = step.next_batch()
+    assert batch is first and n == 8 and step._pending is None
+
+
+def test_a_loader_without_a_batch_says_why(tiny_step: Any) -> None:
+    step = tiny_step(TrainConfig(batch_size=1024))  # 512 samples, full batches only
+    with pytest.raises(RuntimeError, match="the loader yielded no batch") as excinfo:
+        step.start_loader()
+    assert blamed(excinfo.value) == "the loader (dataset, collate_fn, sampler)"
+
+
+def test_a_batch_of_any_structure_trains(test_adapters: Path) -> None:
+    # Dict samples, the adapter's collate_fn makes a dataclass batch; items() by default.
+    step = compose.compose(load_adapter(test_adapters / "structured.py")(),
+                           TrainConfig(batch_size=8), CPU)
+    try:
+        assert step().items == 8 and step.finite()
+        batch, _ = step.next_batch()
+        assert type(batch).__name__ == "Batch" and len(batch.ids) == 8
+    finally:
+        step.close()
+
+
+def test_phases_are_announced_while_building(tiny_adapter: Path) -> None:
+    heard: list[str] = []
+    step = compose.compose(load_adapter(tiny_adapter)(), TrainConfig(batch_size=8), CPU,
+                           on_phase=lambda phase: heard.append(phase.value))
+    step.close()
+    assert heard == ["model", "dataset"]
+
+
+# -- the adapter's own code is blamed for its own failures ----------------------------------------------
+
+
+def boom(*args: Any, **kwargs: Any) -> Any:
+    raise ValueError("the adapter's bug")
+
+
+@pytest.mark.parametrize(
+    ("method", "part", "when"),
+    [
+        ("model", "model()", "compose"),
+        ("optimizer", "optimizer(model)", "compose"),
+        ("blocks", "blocks(model)", "compose"),
+        ("dataset", "dataset()", "compose"),
+        ("loader_args", "loader_args()", "compose"),
+        ("make_loader", "make_loader(dataset, **knobs)", "compose"),
+        ("items", "items(batch)", "step"),
+        ("loss", "loss(model, batch)", "step"),
+    ],
+)
+def test_an_exception_from_the_adapter_names_its_part(
+    tiny_adapter: Path, method: str, part: str, when: str
+) -> None:
+    broken = type("Broken", (load_adapter(tiny_adapter),), {method: boom})
+    with pytest.raises(ValueError, match="the adapter's bug") as excinfo:
+        step = compose.compose(broken(), TrainConfig(batch_size=8), CPU)
+        assert when == "step"
+        try:
+            step()
+        finally:
+            step.close()
+    assert blamed(excinfo.value) == part
+
+
+def test_collate_and_dataset_errors_are_the_loaders(tiny_adapter: Path) -> None:
+    broken = type("Broken", (load_adapter(tiny_adapter),), {
+        "loader_args": lambda self: {"collate_fn": boom}})
+    step = compose.compose(broken(), TrainConfig(batch_size=8), CPU)
+    with pytest.raises(ValueError) as excinfo:
+        step.start_loader()
+    step.close()
+    assert blamed(excinfo.value) == "the loader (dataset, collate_fn, sampler)"
+
+
+def test_a_bad_dataloader_argument_is_the_adapters(tiny_adapter: Path) -> None:
+    broken = type("Broken", (load_adapter(tiny_adapter),), {
+        "loader_args": lambda self: {"colate_fn": None}})  # a typo DataLoader refuses
+    with pytest.raises(TypeError, match="colate_fn") as excinfo:
+        compose.compose(broken(), TrainConfig(batch_size=8), CPU)
+    assert blamed(excinfo.value) == "the DataLoader built from loader_args()"
+
+
+def test_what_a_config_explains_is_not_blamed_on_the_adapter(tiny_adapter: Path) -> None:
+    def oom(self: Any, model: Any, batch: Any) -> Any:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    step = compose.compose(type("Big", (load_adapter(tiny_adapter),), {"loss": oom})(),
+                           TrainConfig(batch_size=8), CPU)
+    with pytest.raises(torch.OutOfMemoryError) as excinfo:
+        step()
+    step.close()
+    assert blamed(excinfo.value) == ""
+    compile_error = type("BackendCompilerFailed", (RuntimeError,), {"__module__": "torch._dynamo.exc"})
+    exc = compile_error("inductor failed")
+    blame(exc, "loss(model, batch)")
+    assert blamed(exc) == ""

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import TEST_ADAPTERS
+from helpers import PID_DIR_ENV, TEST_ADAPTERS, recorded_pids
 
 from autotune import HostCpu, MeasureSettings, Status, TrainConfig, TrialResult, load_adapter
+from autotune.contract.phases import PHASES
 from autotune.contract.request import TrialRequest
 from autotune.trial.worker import Preloaded, _one_line, main, run_trial, serve, settings_for
 
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
-PHASES = ["start", "compose", "warmup", "windows", "diagnosis"]
 
 
 def request_for(adapter: Path, config: TrainConfig | None = None, **kw: Any) -> TrialRequest:
@@ -64,7 +64,7 @@ def test_run_trial_measures_and_records_its_phases(tmp_path: Path, tiny_adapter:
     assert result.diagnosis is not None and result.diagnosis_error == ""
 
     # Seconds per phase, in the order the trial went through them, adding up to its wall time.
-    assert list(result.phases) == PHASES
+    assert list(result.phases) == list(PHASES)
     assert all(seconds >= 0 for seconds in result.phases.values())
     assert sum(result.phases.values()) <= wall
     assert sum(result.phases.values()) == pytest.approx(wall, abs=0.2)
@@ -72,9 +72,12 @@ def test_run_trial_measures_and_records_its_phases(tmp_path: Path, tiny_adapter:
 
     # The same phases stream as events while the trial runs, with the windows in between.
     stream = events_of(events)
-    assert [e["phase"] for e in stream if e["event"] == "phase"] == PHASES[1:]
-    kinds = [e["event"] for e in stream]
-    assert kinds.index("composed") < kinds.index("window")
+    assert [e["phase"] for e in stream if e["event"] == "phase"] == list(PHASES[1:])
+    kinds = [e["event"] if e["event"] != "phase" else e["phase"] for e in stream]
+    # Built, then the first batch, then warm-up's first step (where compiling happens).
+    assert kinds.index("composed") < kinds.index("first_batch") < kinds.index("warmup") \
+        < kinds.index("first_step") < kinds.index("windows") < kinds.index("window")
+    assert all(isinstance(e["time"], float) for e in stream if e["event"] == "phase")
     assert kinds.count("window") == result.windows
     windows = [e["throughput"] for e in stream if e["event"] == "window"]
     assert tuple(windows) == result.window_throughputs
@@ -96,7 +99,9 @@ def test_a_failure_is_a_result_with_the_phases_it_reached(
                        tmp_path / "events.jsonl")
     assert result.status is Status.ERROR
     assert result.reason == "ValueError: bad batch in the user's loss"
-    assert list(result.phases) == ["start", "compose", "warmup"]  # it failed warming up
+    assert result.contract_error == "loss(model, batch)"  # the adapter's own code raised
+    # It failed warming up, after the first batch arrived.
+    assert list(result.phases) == ["start", "import", "model", "dataset", "first_batch", "warmup"]
     assert result.fingerprint is not None  # what was learned before the failure is kept
     assert result.blocks_checkpointed == 0
     assert result.throughput is None and result.peak_rss_mb is not None
@@ -106,6 +111,7 @@ def test_a_non_finite_loss_is_nan(test_adapters: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("AUTOTUNE_TEST_FAULT", "nan")
     result = run_trial(request_for(test_adapters / "faulty.py", TrainConfig(batch_size=4)))
     assert result.status is Status.NAN and "not finite" in result.reason
+    assert result.contract_error == ""  # a config's outcome (fp16 overflows), not a contract
     assert "warmup" in result.phases
 
 
@@ -113,6 +119,7 @@ def test_an_oom_is_oom(tmp_path: Path) -> None:
     result = run_trial(request_for(TEST_ADAPTERS / "oom_above.py", TrainConfig(batch_size=32)))
     assert result.status is Status.OOM
     assert result.reason.startswith("OutOfMemoryError: CUDA out of memory")
+    assert result.contract_error == ""  # raised in the adapter's loss, but a smaller batch fits
 
 
 def test_allocator_settings_that_did_not_arrive_are_an_error(
@@ -124,7 +131,7 @@ def test_allocator_settings_that_did_not_arrive_are_an_error(
     assert result.status is Status.ERROR
     assert "PYTORCH_CUDA_ALLOC_CONF=''" in result.reason
     assert "expandable_segments:True" in result.reason
-    assert list(result.phases) == ["start"]  # nothing was composed
+    assert list(result.phases) == ["start", "import"]  # nothing was built
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     assert run_trial(request_for(tiny_adapter, config, check_env=True,
                                  diagnose=False)).status is Status.OK
@@ -134,6 +141,7 @@ def test_an_adapter_that_does_not_load_is_an_error(tmp_path: Path) -> None:
     result = run_trial(request_for(tmp_path / "missing.py"))
     assert result.status is Status.ERROR
     assert result.reason.startswith("InputError: ") and "adapter file not found" in result.reason
+    assert result.contract_error == "the adapter file"
 
 
 def test_a_preloaded_dataset_is_used(tiny_adapter: Path) -> None:
@@ -154,6 +162,38 @@ def test_a_preloaded_dataset_is_used(tiny_adapter: Path) -> None:
     other = Preloaded(adapter_path="another.py", adapter_cls=adapter, dataset=None)
     assert run_trial(request_for(tiny_adapter, diagnose=False),
                      preloaded=other).status is Status.OK  # another adapter's: not used
+
+
+def test_real_training_codes_loader_works_unchanged(
+    tmp_path: Path, test_adapters: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Dict samples, its own collate_fn (a dataclass batch) and worker_init_fn, with a worker.
+    monkeypatch.setenv(PID_DIR_ENV, str(tmp_path))
+    result = run_trial(request_for(test_adapters / "structured.py",
+                                   TrainConfig(batch_size=8, num_workers=1), diagnose=False))
+    assert result.status is Status.OK, result.reason
+    assert result.throughput is not None and result.contract_error == ""
+    assert recorded_pids(tmp_path, "init")  # the adapter's worker_init_fn ran in its worker
+
+
+@pytest.mark.parametrize(
+    ("config", "part"),
+    [(TrainConfig(batch_size=8), "the loader (dataset, collate_fn, sampler)"),
+     (TrainConfig(batch_size=8, num_workers=1), "the loader (dataset, collate_fn, sampler)")],
+    ids=["in-process", "in-a-worker"],
+)
+def test_a_collate_error_is_the_adapters(tmp_path: Path, config: TrainConfig, part: str) -> None:
+    adapter = tmp_path / "bad_collate.py"
+    adapter.write_text(
+        f"import sys\nsys.path.insert(0, {str(TEST_ADAPTERS)!r})\nfrom base import SmallAdapter\n\n"
+        "def collate(samples):\n    raise ValueError('cannot collate these samples')\n\n"
+        "class BadCollate(SmallAdapter):\n"
+        "    def loader_args(self):\n        return {'collate_fn': collate}\n")
+    result = run_trial(request_for(adapter, config, diagnose=False), tmp_path / "events.jsonl")
+    assert result.status is Status.ERROR
+    assert "cannot collate these samples" in result.reason
+    assert result.contract_error == part
+    assert list(result.phases)[-1] == "first_batch"  # where it failed
 
 
 # -- the process's entry point --------------------------------------------------------------------------

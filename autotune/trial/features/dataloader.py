@@ -1,12 +1,24 @@
-"""DataLoader knobs: workers, prefetching, pinning, persistence, batch size."""
+"""DataLoader knobs: workers, prefetching, pinning, persistence, batch size.
+
+What is loaded (dataset, collate_fn, sampler, drop_last, ...) is the adapter's; how fast it is
+loaded is the tool's: the knobs go over the adapter's `loader_args()`, or into its
+`make_loader(dataset, **knobs)` when it builds the loader itself.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy
+import dataclasses
+import inspect
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Dataset, IterableDataset
+from torch.utils.data import DataLoader, IterableDataset
+
+from autotune.adapter import check_loader_args
+from autotune.trial.features.sampling import LazyShuffleSampler
+from autotune.trial.lifetime import die_with_parent, with_parent_death
 
 __all__ = ["apply_dataloader", "dataloader_kwargs", "to_device"]
 
@@ -34,28 +46,94 @@ def dataloader_kwargs(
 
 
 def apply_dataloader(
-    dataset: Dataset[Any], knobs: dict[str, Any], *, worker_init_fn: Any = None
-) -> DataLoader[Any]:
-    """A training DataLoader over `dataset` with the loader knobs `knobs`
-    (`dataloader_kwargs`'s result): shuffled when map-style, full batches only."""
-    shuffle = not isinstance(dataset, IterableDataset)
-    return DataLoader(dataset, shuffle=shuffle, drop_last=True, worker_init_fn=worker_init_fn,
-                      **knobs)
+    dataset: Any,
+    knobs: dict[str, Any],
+    *,
+    loader_args: Mapping[str, Any] | None = None,
+    make_loader: Callable[..., Iterable[Any]] | None = None,
+) -> Iterable[Any]:
+    """A training loader over `dataset` with the loader knobs `knobs` (`dataloader_kwargs`'s
+    result) over the adapter's `loader_args`, or the adapter's own `make_loader(dataset,
+    **knobs)`. Its workers die with this process either way (see lifetime.py).
+
+    Without a sampler or shuffle of the adapter's, a map-style dataset is read in a random
+    order that costs nothing to start (`LazyShuffleSampler`; `shuffle=True` gets it too: the
+    same law, without a full permutation); without drop_last, only full batches are used.
+    """
+    if make_loader is not None:
+        # All five knobs, with values DataLoader accepts, so the hook can pass them straight on.
+        loader = make_loader(dataset, **{"prefetch_factor": None, "persistent_workers": False,
+                                         **knobs})
+        if isinstance(loader, DataLoader):  # its workers must die with the trial too
+            loader.worker_init_fn = with_parent_death(loader.worker_init_fn)
+        return loader
+    args = check_loader_args(loader_args or {}, "adapter")
+    if not isinstance(dataset, IterableDataset) and args.get("sampler") is None \
+            and args.get("shuffle", True):
+        args.pop("shuffle", None)
+        args["sampler"] = LazyShuffleSampler(dataset, generator=args.get("generator"))
+    args.setdefault("drop_last", True)
+    args["worker_init_fn"] = with_parent_death(args.get("worker_init_fn"))
+    return DataLoader(dataset, **args, **knobs)
 
 
 def to_device(batch: Any, device: torch.device, non_blocking: bool) -> Any:
-    """Move every tensor in a (nested) batch to `device`.
+    """Move every tensor in a (nested) batch to `device`: tensors, objects with a
+    `.to(device, non_blocking=...)` (HF `BatchEncoding`, PyG `Data`), mappings (their type kept
+    where it can be rebuilt), namedtuples, tuples, lists and dataclasses.
 
     `non_blocking` only overlaps the copy with compute when the source is pinned; with pageable
     memory the copy is synchronous whatever the flag says.
     """
     if isinstance(batch, torch.Tensor):
         return batch.to(device, non_blocking=non_blocking)
+    to = getattr(batch, "to", None)
+    if callable(to) and not isinstance(batch, type):
+        return to(device, non_blocking=non_blocking) if _takes_non_blocking(to) else to(device)
     if isinstance(batch, Mapping):
-        return {k: to_device(v, device, non_blocking) for k, v in batch.items()}
+        return _mapping(batch, {k: to_device(v, device, non_blocking) for k, v in batch.items()})
     if isinstance(batch, tuple):
         moved = [to_device(v, device, non_blocking) for v in batch]
-        return type(batch)(*moved) if hasattr(batch, "_fields") else tuple(moved)  # namedtuple
+        if hasattr(batch, "_fields"):  # namedtuple
+            return type(batch)(*moved)
+        return _rebuilt(batch, moved, tuple)
     if isinstance(batch, list):
-        return [to_device(v, device, non_blocking) for v in batch]
+        return _rebuilt(batch, [to_device(v, device, non_blocking) for v in batch], list)
+    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        return dataclasses.replace(batch, **{
+            f.name: to_device(getattr(batch, f.name), device, non_blocking)
+            for f in dataclasses.fields(batch) if f.init})
     return batch
+
+
+def _takes_non_blocking(method: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):  # a builtin inspect cannot read: try the keyword
+        return True
+    return any(p.name == "non_blocking" or p.kind is p.VAR_KEYWORD for p in params)
+
+
+def _mapping(batch: Mapping[Any, Any], moved: dict[Any, Any]) -> Mapping[Any, Any]:
+    """`moved` in `batch`'s own mapping type where it can be rebuilt, else a dict."""
+    if type(batch) is dict:
+        return moved
+    if isinstance(batch, MutableMapping):
+        try:  # a copy keeps the type and its other state (a defaultdict's factory)
+            out = copy.copy(batch)
+            for key, value in moved.items():
+                out[key] = value
+            return out
+        except Exception:  # a mapping that cannot be copied: a plain dict still trains
+            return moved
+    return _rebuilt(batch, moved, dict)
+
+
+def _rebuilt(batch: Any, moved: Any, plain: type) -> Any:
+    """`moved` as `batch`'s own type (a subclass of `plain`) where it can be rebuilt."""
+    if type(batch) is plain:
+        return moved if type(moved) is plain else plain(moved)
+    try:
+        return type(batch)(moved)
+    except Exception:  # a subclass whose constructor takes something else
+        return plain(moved)

@@ -1,0 +1,35 @@
+"""Which part of the adapter a trial's exception came from.
+
+The trial marks an exception at the place it calls the adapter's code (its methods, its dataset
+and collate function through the loader); the result carries the mark as `contract_error`, and
+a baseline trial with one stops the search: no configuration fixes the adapter's own bug.
+"""
+
+from __future__ import annotations
+
+from autotune.trial.oom import is_oom_error
+
+__all__ = ["blame", "blamed"]
+
+_ATTR = "_autotune_adapter_part"
+
+
+def blame(exc: BaseException, part: str) -> None:
+    """Mark `exc` as raised by the adapter's `part` ("loss(model, batch)"), unless a config can
+    explain it: running out of memory, or the compiler failing. The innermost mark stands."""
+    if getattr(exc, _ATTR, None) or is_oom_error(exc) or _from_compiler(exc):
+        return
+    try:
+        setattr(exc, _ATTR, part)
+    except AttributeError:  # an exception type without a __dict__: left unmarked
+        pass
+
+
+def blamed(exc: BaseException) -> str:
+    """The adapter part `exc` was marked with, "" when none."""
+    return str(getattr(exc, _ATTR, "") or "")
+
+
+def _from_compiler(exc: BaseException) -> bool:
+    module = type(exc).__module__ or ""
+    return module.startswith(("torch._dynamo", "torch._inductor"))

@@ -1,0 +1,47 @@
+"""The trial's phases, and how a timed-out trial says where it was stuck."""
+
+from __future__ import annotations
+
+import pytest
+
+from autotune.contract.errors import ContractError, InputError
+from autotune.contract.phases import PHASES, Phase, stalled
+
+
+def test_phases_in_the_order_a_trial_goes_through_them() -> None:
+    assert PHASES == ("start", "import", "model", "dataset", "first_batch", "warmup", "windows",
+                      "diagnosis")
+    assert [p.value for p in Phase] == list(PHASES)
+
+
+@pytest.mark.parametrize(
+    ("phase", "kw", "says"),
+    [
+        (Phase.FIRST_BATCH, {}, "no batch from the DataLoader after 55 s"),
+        (Phase.WARMUP, {"compiling": True}, "still compiling after 55 s (the first step had "
+                                            "not finished)"),
+        ("warmup", {"compiling": True, "stepped": True}, "still warming up after 55 s (step "
+                                                        "times had not settled)"),
+        ("windows", {"windows": 2}, "still measuring after 55 s (2 timed window(s))"),
+    ],
+)
+def test_stalled_names_the_phase_and_its_seconds(phase: str, kw: dict[str, object],
+                                                 says: str) -> None:
+    assert stalled(phase, 55.2, **kw) == says  # type: ignore[arg-type]
+
+
+def test_every_phase_has_words_and_an_unknown_one_is_refused() -> None:
+    assert all(stalled(p, 1.0) for p in PHASES)
+    with pytest.raises(ValueError, match="unknown trial phase"):
+        stalled("compose", 1.0)
+
+
+def test_a_contract_error_is_an_input_error_naming_the_part_and_the_log() -> None:
+    exc = ContractError.in_baseline(0, part="loss(model, batch)",
+                                    reason="TypeError: adapter.loss must return a scalar tensor",
+                                    log="out/trials/0/log.txt")
+    assert isinstance(exc, InputError)
+    text = str(exc)
+    assert "baseline trial (#0" in text and "adapter's loss(model, batch)" in text
+    assert "adapter contract" in text and "log: out/trials/0/log.txt" in text
+    assert "TypeError: adapter.loss must return a scalar tensor" in text
