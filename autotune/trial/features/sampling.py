@@ -1,10 +1,11 @@
 """A random order over a map-style dataset of any size that costs nothing to start.
 
-PyTorch's `RandomSampler` draws a full permutation when an epoch starts: `randperm(n)` took
-0.6 s for 2^24 samples and 3.8 s for 2^26 on a 2-core CPU (~50 s and 16 GiB for 2^31), paid by
-every trial although a measurement reads a few thousand samples. This sampler walks a keyed
-Feistel permutation of range(n) instead, a chunk of positions at a time: the first batch costs
-one chunk whatever n is, and an epoch is still a permutation (every sample once).
+PyTorch's `RandomSampler` draws a full permutation, as a Python list, when an epoch starts: its
+first batch took 1.0 s for 2^24 samples and 23 s for 2^27 on a 2-core CPU (torch 2.13), and
+2^31 samples would not fit in memory; every trial pays it although a measurement reads a few
+thousand samples. This sampler walks a keyed Feistel permutation of range(n) instead, a chunk of
+positions at a time: the first batch took 4 ms for 2^31 samples, and an epoch is still a
+permutation (every sample once), at ~70 ns an index after that (RandomSampler's: ~40 ns).
 """
 
 from __future__ import annotations
