@@ -10,6 +10,7 @@ from typing import Any
 from optuna.trial import TrialState
 
 from autotune.contract.config import KNOBS
+from autotune.contract.phases import PHASES
 from autotune.study.records import TrialRecord
 
 __all__ = ["COLUMNS", "rows_to_csv", "trial_rows"]
@@ -20,7 +21,6 @@ MEASURES = (
     "warmup_seconds", "data_wait_fraction", "peak_allocated_mb", "peak_reserved_mb",
     "peak_rss_mb", "duration_seconds", "fixed_seconds", "compile_cache_hits",
 )
-PHASES = ("start", "compose", "warmup", "windows", "diagnosis")
 # "warmup_seconds" is a measure already (the result's own): one column, not two.
 PHASE_COLUMNS = {p: f"{p}_seconds" for p in PHASES if f"{p}_seconds" not in MEASURES}
 COLUMNS = ("number", "state", "status", "baseline", *KNOB_COLUMNS, *MEASURES,

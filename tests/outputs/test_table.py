@@ -146,9 +146,11 @@ def test_legacy_results_with_extra_still_fill_their_columns() -> None:
 
 
 def test_phase_seconds_go_into_rows_beside_the_measured_warmup() -> None:
-    phases = {"start": 2.5, "compose": 0.5, "warmup": 4.25, "windows": 3.0, "diagnosis": 1.0}
+    phases = {"start": 2.5, "import": 0.5, "model": 0.25, "dataset": 0.125, "first_batch": 2.0,
+              "warmup": 4.25, "windows": 3.0, "diagnosis": 1.0}
     row = trial_rows([ok(0, 100.0, fields={"phases": phases, "warmup_seconds": 4.0})], None)[0]
-    assert (row["start_seconds"], row["compose_seconds"], row["windows_seconds"],
-            row["diagnosis_seconds"]) == (2.5, 0.5, 3.0, 1.0)
+    assert (row["start_seconds"], row["import_seconds"], row["model_seconds"],
+            row["dataset_seconds"], row["first_batch_seconds"], row["windows_seconds"],
+            row["diagnosis_seconds"]) == (2.5, 0.5, 0.25, 0.125, 2.0, 3.0, 1.0)
     assert row["warmup_seconds"] == 4.0  # the result's own, one column
     assert COLUMNS.count("warmup_seconds") == 1
