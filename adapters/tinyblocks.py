@@ -72,6 +72,9 @@ class TinyBlocks(nn.Module):
 class TinyBlocksAdapter(autotune.Adapter):
     unit = "samples"
     batch_size = TINY_BATCH
+    # The launch-bound case is about larger batches: let the search change the effective batch
+    # (best.yaml then says by how much and how to scale the learning rate).
+    vary_global_batch = True
 
     def dataset(self) -> torch.utils.data.Dataset:
         return Features()

@@ -42,8 +42,13 @@ class Adapter:
     batch_size: ClassVar[int] = 32
     """The micro-batch size you train with today: the baseline trial uses it."""
     global_batch_size: ClassVar[int | None] = None
-    """When set, only configs with `batch_size * grad_accum == global_batch_size` are tried, so
-    tuning never changes what an optimizer step computes."""
+    """Samples per optimizer step when you accumulate gradients (None: `batch_size`). Every
+    config keeps `batch_size * grad_accum` equal to it, so tuning never changes what an
+    optimizer step computes."""
+    vary_global_batch: ClassVar[bool] = False
+    """True lets the search change the effective batch too (larger batches, free accumulation);
+    best.yaml then says by how much and how to scale the learning rate. Same as
+    `autotune search --vary-global-batch`."""
 
     def dataset(self) -> Any:
         """A CPU-side map-style or iterable dataset yielding samples (the tool batches them)."""
@@ -266,6 +271,9 @@ def _check_sizes(path: Path, cls: type[Adapter]) -> None:
         raise InputError(f"{path}: {cls.__name__}.unit must be a non-empty string, got {cls.unit!r}")
     if isinstance(bs, bool) or not isinstance(bs, int) or bs < 1:
         raise InputError(f"{path}: {cls.__name__}.batch_size must be a positive integer, got {bs!r}")
+    if not isinstance(cls.vary_global_batch, bool):
+        raise InputError(f"{path}: {cls.__name__}.vary_global_batch must be True or False, got "
+                         f"{cls.vary_global_batch!r}")
     if gbs is None:
         return
     if isinstance(gbs, bool) or not isinstance(gbs, int) or gbs < 1:

@@ -102,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--tolerance", type=_positive(float), default=0.02,
                         help="confirmation runs stop timing once the median's 95%% confidence "
                         "interval is within +-this fraction of it (default 0.02)")
+    search.add_argument("--vary-global-batch", action="store_true",
+                        help="let the search change the effective batch (batch_size x "
+                        "grad_accum) too; by default every config keeps the adapter's "
+                        "(global_batch_size, else batch_size), so training computes the same; "
+                        "same as vary_global_batch = True in the adapter")
     search.add_argument("--no-prune", action="store_true",
                         help="measure every trial to the end, even one clearly slower than the "
                         "best so far")
@@ -159,7 +164,8 @@ def _search(args: argparse.Namespace) -> int:
     device = _resolve_device(args.device)
     adapter = load_adapter(args.adapter)
     space_path = find_space(args.space or ("default" if device == "cuda" else "cpu"))
-    space = load_space(space_path, adapter=adapter, device_type=device)
+    space = load_space(space_path, adapter=adapter, device_type=device,
+                       vary_global_batch=args.vary_global_batch)
     if args.confirm < 0:
         raise InputError(f"--confirm {args.confirm}: must be 0 (no confirmation) or more")
     for flag, value in (("--tolerance", args.tolerance),
@@ -208,6 +214,12 @@ def _search(args: argparse.Namespace) -> int:
         writer.finish(search.study)
     if winner is None:
         return 1
+    if winner.record.config is not None:
+        from autotune.outputs.best import batch_change
+
+        note = batch_change(winner.record.config, space.baseline.effective_batch)
+        if note is not None:
+            display.console.print(f"[bold yellow]note:[/] {note}")
     display.console.print(f"wrote {out}/best.yaml, {out}/trials.csv, {out}/throughput.png")
     return 0
 
@@ -235,6 +247,14 @@ def _lab(args: argparse.Namespace) -> int:
                   f"{args.repeats} repeats, each a fresh process")
     for row in rows:
         console.print(f"  {row.index}. {row.name}: {row.config.describe()}")
+    if tuned is not None:
+        from autotune.outputs.best import batch_change
+
+        # Rows 1-4 train the adapter's effective batch; a YAML found with
+        # --vary-global-batch may not, and then its row computes a different step.
+        note = batch_change(tuned, rows[0].config.effective_batch)
+        if note is not None:
+            console.print(f"[bold yellow]note:[/] row 5: {note}")
     runner = SubprocessRunner()
 
     def report(row: object, rep: int, result: object) -> None:

@@ -65,6 +65,7 @@ def main() -> int:
         "space": yaml.safe_load(args.space.read_text()), "space_file": str(args.space),
         "cpus": cpus, "unit": adapter.unit, "batch_size": adapter.batch_size,
         "global_batch_size": adapter.global_batch_size,
+        "vary_global_batch": adapter.vary_global_batch,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "fingerprint": None, "cells": [],
     }

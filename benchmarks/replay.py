@@ -116,7 +116,9 @@ def load_grid(path: Path) -> dict[str, Any]:
     doc = json.loads(path.read_text())
     adapter = type("GridAdapter", (Adapter,), {
         "unit": doc["unit"], "batch_size": doc["batch_size"],
-        "global_batch_size": doc["global_batch_size"]})
+        "global_batch_size": doc["global_batch_size"],
+        # Grids recorded before the effective batch was kept by default varied it.
+        "vary_global_batch": doc.get("vary_global_batch", True)})
     space = parse_space(doc["space"], source=str(path), adapter=adapter,
                         device_type=doc["device"], cpus=doc["cpus"])
     cells = {TrainConfig(**c["config"]): TrialResult.from_dict(c["result"]) for c in doc["cells"]}

@@ -59,6 +59,11 @@ BROKEN: dict[str, tuple[str, str]] = {
         f"class A(autotune.Adapter):\n    batch_size = 8\n    global_batch_size = 20\n{_GOOD_BODY}",
         "global_batch_size=20 is not a multiple of batch_size=8",
     ),
+    "vary-global-batch-not-a-bool": (
+        "import autotune\n\n"
+        f"class A(autotune.Adapter):\n    vary_global_batch = 'yes'\n{_GOOD_BODY}",
+        "A.vary_global_batch must be True or False, got 'yes'",
+    ),
 }
 
 _ONE_ARG_LOSS = _GOOD_BODY.replace("def loss(self, model, batch)", "def loss(self, batch)")

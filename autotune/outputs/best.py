@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
 from typing import TYPE_CHECKING, Any
 
+from autotune.contract.config import TrainConfig
 from autotune.contract.result import Fingerprint, TrialResult
 from autotune.study.records import StudyInfo
 from autotune.study.winner import Winner
@@ -13,7 +15,7 @@ from autotune.study.winner import Winner
 if TYPE_CHECKING:
     from autotune.study.search import SearchSettings
 
-__all__ = ["best_document", "yaml_header"]
+__all__ = ["batch_change", "best_document", "effective_batch", "yaml_header"]
 
 # Above this share of CPU time taken by the hypervisor, best.yaml warns that CPU-bound rates
 # will move between runs (steal is time this VM was ready to run and was not allowed to).
@@ -21,8 +23,10 @@ STEAL_WARNING = 0.05
 
 
 def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerprint | None,
-                  settings: SearchSettings) -> dict[str, Any]:
-    """The contents of best.yaml."""
+                  settings: SearchSettings, *, adapter_batch: int | None = None
+                  ) -> dict[str, Any]:
+    """The contents of best.yaml; `adapter_batch` is the baseline's effective batch (what the
+    adapter trains with), to say when the winner's differs."""
     best = winner.record
     config = best.config
     result = best.result
@@ -34,6 +38,7 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
     return {
         "config": config.to_dict(),
         "env": {"PYTORCH_CUDA_ALLOC_CONF": config.alloc_conf},
+        "effective_batch": effective_batch(config, adapter_batch),
         "throughput": {"value": _round(winner.throughput), "unit": f"{unit}/s", "from": how},
         "baseline": ({"value": _round(winner.baseline), "unit": f"{unit}/s"}
                      if winner.baseline else None),
@@ -78,6 +83,31 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
     }
 
 
+def effective_batch(config: TrainConfig, adapter_batch: int | None) -> dict[str, Any]:
+    """`batch_size x grad_accum` of `config` beside the adapter's; when they differ (only when
+    the search was asked to vary it), the factor and what it means for the learning rate."""
+    doc: dict[str, Any] = {"value": config.effective_batch, "adapter": adapter_batch}
+    note = batch_change(config, adapter_batch)
+    if note is not None:
+        doc["factor"] = _round(config.effective_batch / adapter_batch)  # type: ignore[operator]
+        doc["note"] = note
+    return doc
+
+
+def batch_change(config: TrainConfig, adapter_batch: int | None) -> str | None:
+    """One line on a changed effective batch and the learning rate, or None when unchanged."""
+    if adapter_batch is None or config.effective_batch == adapter_batch:
+        return None
+    factor = config.effective_batch / adapter_batch
+    # Linear scaling for SGD (Goyal et al. 2017, "Accurate, Large Minibatch SGD"); square-root
+    # scaling for Adam-like optimizers (Malladi et al. 2022, "On the SDEs and Scaling Rules for
+    # Adaptive Gradient Algorithms"). Both are starting points, not guarantees.
+    return (f"the effective batch (batch_size x grad_accum = {config.effective_batch}) is "
+            f"{factor:.3g}x the adapter's {adapter_batch}: scale the learning rate (linear, "
+            f"lr x {factor:.3g}, for SGD-like optimizers; square root, lr x "
+            f"{math.sqrt(factor):.3g}, for Adam-like ones) or re-tune it")
+
+
 def _host_cpu(result: TrialResult) -> dict[str, Any]:
     """The CPUs' busy and steal shares while the winner was timed, with a warning when the
     hypervisor took enough to make CPU-bound rates unrepeatable."""
@@ -108,8 +138,12 @@ def _round(value: float | None, digits: int = 4) -> float | None:
 
 def yaml_header(doc: dict[str, Any]) -> str:
     speed = f" ({doc['speedup']}x the baseline)" if doc.get("speedup") else ""
+    changed = (doc.get("effective_batch") or {}).get("factor")
+    batch = (f"# Note: the effective batch is {changed}x the adapter's: see effective_batch.note "
+             "on the learning rate.\n") if changed else ""
     return (
         f"# autotune: fastest measured configuration{speed}.\n"
         "# Apply it: autotune.load_config(\"best.yaml\") in your training script, or\n"
         "#           autotune apply best.yaml -- python train.py  (sets the allocator env)\n"
+        + batch
     )

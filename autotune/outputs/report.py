@@ -65,7 +65,10 @@ def write_outputs(study: optuna.Study, settings: SearchSettings, *, plot: bool =
     atomic_write_text(out / "trials.csv", rows_to_csv(rows))
     info = records.read_info(study)
     if winner is not None:
-        doc = best_document(winner, info, records.read_fingerprint(study), settings)
+        # The baseline runs the adapter's own batch: what a changed effective batch is told against.
+        base = next((r.config for r in recs if r.baseline and r.config is not None), None)
+        doc = best_document(winner, info, records.read_fingerprint(study), settings,
+                            adapter_batch=base.effective_batch if base else None)
         doc["compile_artifacts"] = _copy_artifacts(winner, out)
         atomic_write_text(out / "best.yaml", yaml_header(doc) + yaml.safe_dump(doc, sort_keys=False))
     if rows and plot:

@@ -4,13 +4,18 @@ A space file maps knob names to a domain and an optional condition::
 
     num_workers: {low: 0, high: cores}          # int range; "cores" = CPUs this process may use
     prefetch_factor: {choices: [2, 4, 8]}       # only sampled when num_workers > 0 (built in)
-    batch_size: {factors: [1, 2, 4]}            # multiples of the adapter's batch_size
+    batch_size: {factors: [0.5, 1, 2]}          # multiples of the adapter's batch_size
     compile: {choices: [none, default], when: "amp_dtype != fp32"}
 
 Files are read with `yaml.safe_load`; conditions are parsed by a small grammar
 (`KNOB OP VALUE`, joined by `and`), never evaluated as Python. Every error names the file, the
 key and what is allowed, and is raised before any trial runs. Impossible combinations (prefetching
 without workers, a batch size that does not divide the global batch) are never sampled.
+
+By default every config keeps the adapter's effective batch (`global_batch_size`, else
+`batch_size`): the micro-batch takes the space's sizes that divide it and `grad_accum` follows,
+so an optimizer step computes what it computed before tuning. `vary_global_batch` (the adapter's
+attribute or `--vary-global-batch`) searches batch sizes and accumulation freely instead.
 """
 
 from __future__ import annotations
@@ -69,8 +74,10 @@ def load_space(
     adapter: type[Adapter],
     device_type: str,
     cpus: int | None = None,
+    vary_global_batch: bool = False,
 ) -> SearchSpace:
-    """Read, validate and bind a space file; raise `InputError` naming the file and key."""
+    """Read, validate and bind a space file; raise `InputError` naming the file and key.
+    `vary_global_batch` (or the adapter's attribute of that name) lets the effective batch vary."""
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text())
@@ -81,19 +88,22 @@ def load_space(
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: not valid YAML: {exc}") from None
     return parse_space(raw, source=str(path), adapter=adapter, device_type=device_type,
-                       cpus=available_cpus() if cpus is None else cpus)
+                       cpus=available_cpus() if cpus is None else cpus,
+                       vary_global_batch=vary_global_batch)
 
 
 def parse_space(
-    raw: Any, *, source: str, adapter: type[Adapter], device_type: str, cpus: int
+    raw: Any, *, source: str, adapter: type[Adapter], device_type: str, cpus: int,
+    vary_global_batch: bool = False,
 ) -> SearchSpace:
     if not isinstance(raw, Mapping) or not raw:
         raise InputError(
             f"{source}: a search space is a mapping of knob names to domains; known knobs: "
             f"{', '.join(KNOB_NAMES)}"
         )
-    gbs = adapter.global_batch_size
-    baseline = TrainConfig.baseline(adapter.batch_size, gbs)
+    baseline = TrainConfig.baseline(adapter.batch_size, adapter.global_batch_size)
+    # The effective batch every config keeps; None when the search may change it.
+    fixed = None if vary_global_batch or adapter.vary_global_batch else baseline.effective_batch
     base_values = baseline.to_dict()
     knobs = []
     for name, body in raw.items():
@@ -103,9 +113,10 @@ def parse_space(
             raise InputError(
                 f"{source}: unknown knob {name!r}; known knobs: {', '.join(KNOB_NAMES)}"
             )
-        if gbs is not None and name == "grad_accum":
-            continue  # derived: global_batch_size // batch_size
-        knob = _parse_knob(name, body, source=source, adapter=adapter, cpus=cpus)
+        if fixed is not None and name == "grad_accum":
+            continue  # derived: effective batch // batch_size
+        knob = _parse_knob(name, body, source=source, adapter=adapter, cpus=cpus, fixed=fixed,
+                           baseline=baseline)
         _check_device(knob, source, device_type)
         knobs.append(knob)
     names = {k.name for k in knobs}
@@ -129,11 +140,12 @@ def parse_space(
         source=source,
         knobs=tuple(_order(knobs, names, source)),
         baseline=baseline,
-        global_batch_size=gbs,
+        global_batch_size=fixed,
     )
 
 
-def _parse_knob(name: str, body: Any, *, source: str, adapter: type[Adapter], cpus: int) -> Knob:
+def _parse_knob(name: str, body: Any, *, source: str, adapter: type[Adapter], cpus: int,
+                fixed: int | None, baseline: TrainConfig) -> Knob:
     spec = KNOB[name]
     where = f"{source}: key '{name}'"
     if not isinstance(body, Mapping):
@@ -153,7 +165,6 @@ def _parse_knob(name: str, body: Any, *, source: str, adapter: type[Adapter], cp
             " or 'low'/'high'" if spec.ranges else "")
         raise InputError(f"{where}: give exactly one of {how}")
 
-    gbs = adapter.global_batch_size
     if "low" in body:
         low, high = _bound(body, "low", where, cpus), _bound(body, "high", where, cpus)
         if low > high:
@@ -165,9 +176,9 @@ def _parse_knob(name: str, body: Any, *, source: str, adapter: type[Adapter], cp
             raise InputError(f"{where}: 'log' must be true or false, got {log!r}")
         if log and low < 1:
             raise InputError(f"{where}: a log range needs low >= 1, got {low}")
-        if name == "batch_size" and gbs is not None:
-            divisors = tuple(b for b in range(low, high + 1) if gbs % b == 0)
-            return Knob(name, choices=_nonempty(divisors, where, gbs), when=when)
+        if name == "batch_size" and fixed is not None:
+            divisors = tuple(b for b in range(low, high + 1) if fixed % b == 0)
+            return Knob(name, choices=_nonempty(divisors, where, fixed, adapter), when=when)
         return Knob(name, low=low, high=high, log=log, when=when)
 
     if "factors" in body:
@@ -187,18 +198,25 @@ def _parse_knob(name: str, body: Any, *, source: str, adapter: type[Adapter], cp
     else:
         choices = tuple(_check_value(v, spec, where) for v in _list(body["choices"], where, "choices"))
         choices = tuple(dict.fromkeys(choices))
-    if name == "batch_size" and gbs is not None:
-        choices = _nonempty(tuple(b for b in choices if gbs % b == 0), where, gbs)
+    if name == "batch_size" and fixed is not None:
+        # Sizes that do not divide the effective batch (larger ones included) cannot keep it.
+        choices = _nonempty(tuple(b for b in choices if fixed % b == 0), where, fixed, adapter)
+    # The baseline's batch and accumulation are always measurable.
     if name == "batch_size" and adapter.batch_size not in choices:
-        choices = (adapter.batch_size, *choices)  # the baseline's size is always measurable
+        choices = (adapter.batch_size, *choices)
+    if name == "grad_accum" and baseline.grad_accum not in choices:
+        choices = (baseline.grad_accum, *choices)
     return Knob(name, choices=choices, when=when)
 
 
-def _nonempty(divisors: tuple[int, ...], where: str, gbs: int) -> tuple[int, ...]:
+def _nonempty(divisors: tuple[int, ...], where: str, fixed: int, adapter: type[Adapter]
+              ) -> tuple[int, ...]:
     if not divisors:
+        which = "global_batch_size" if adapter.global_batch_size else "batch_size"
         raise InputError(
-            f"{where}: no value divides the adapter's global_batch_size={gbs}; include divisors "
-            "of it"
+            f"{where}: no value divides the effective batch the search keeps (the adapter's "
+            f"{which}={fixed}); include divisors of it, or pass --vary-global-batch (or set "
+            "vary_global_batch = True in the adapter) to search other effective batches"
         )
     return divisors
 

@@ -58,6 +58,9 @@ class SmallAdapter(autotune.Adapter):
 
     unit = "samples"
     batch_size = 8
+    # The searches of these tests climb to larger batches (faults at batch 32, the OOM wall), so
+    # they let the search change the effective batch, as a real adapter must ask to.
+    vary_global_batch = True
     features: ClassVar[int] = 4
     classes: ClassVar[int] = 2
     samples: ClassVar[int] = 64

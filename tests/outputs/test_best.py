@@ -114,3 +114,36 @@ def test_yaml_header_names_the_speedup_and_how_to_apply_it() -> None:
     assert "autotune apply best.yaml" in header and "load_config" in header
     assert all(line.startswith("#") for line in header.splitlines())
     assert "x the baseline" not in yaml_header({"speedup": None})
+
+
+# -- the effective batch ---------------------------------------------------------------------------
+
+
+def test_an_unchanged_effective_batch_is_stated_without_a_note(tmp_path: Path) -> None:
+    record = measured(config=TrainConfig(batch_size=8, grad_accum=4))
+    winner = Winner(record, 300.0, 100.0, None)
+    doc = best_document(winner, INFO, None, settings(tmp_path), adapter_batch=32)
+    assert doc["effective_batch"] == {"value": 32, "adapter": 32}
+    assert "Note" not in yaml_header(doc)
+
+
+@pytest.mark.parametrize(("accum", "factor", "linear", "sqrt"),
+                         [(8, 2.0, "lr x 2,", "lr x 1.41,"), (1, 0.25, "lr x 0.25,", "lr x 0.5,")])
+def test_a_changed_effective_batch_gets_a_learning_rate_note(
+        tmp_path: Path, accum: int, factor: float, linear: str, sqrt: str) -> None:
+    record = measured(config=TrainConfig(batch_size=8, grad_accum=accum))
+    doc = best_document(Winner(record, 300.0, 100.0, None), INFO, None, settings(tmp_path),
+                        adapter_batch=32)
+    block = doc["effective_batch"]
+    assert block["value"] == 8 * accum and block["adapter"] == 32 and block["factor"] == factor
+    note = block["note"]
+    assert f"{factor:g}x the adapter's 32" in note
+    assert linear in note and "SGD" in note and sqrt in note and "Adam" in note
+    assert "re-tune" in note
+    assert f"# Note: the effective batch is {factor}x the adapter's" in yaml_header(doc)
+    assert yaml.safe_load(yaml_header(doc) + yaml.safe_dump(doc))["effective_batch"] == block
+
+
+def test_without_a_baseline_the_effective_batch_is_stated_alone(tmp_path: Path) -> None:
+    doc = best_document(Winner(measured(), 300.0, None, None), INFO, None, settings(tmp_path))
+    assert doc["effective_batch"] == {"value": 8, "adapter": None}

@@ -13,6 +13,7 @@ from typing import Any
 
 import optuna
 import pytest
+import yaml
 from helpers import FakeRunner, csv_rows, ok_by_batch_size
 from optuna.trial import TrialState
 
@@ -42,9 +43,11 @@ LARGE = {
 
 
 class Tiny(Adapter):
-    """The class `load_adapter` returns for tests/adapters/tiny.py, as far as Search looks."""
+    """The class `load_adapter` returns for tests/adapters/tiny.py, as far as Search looks,
+    letting the search change the effective batch (these tests climb to larger batches)."""
 
     batch_size = 8
+    vary_global_batch = True
 
 
 class Tokens(Adapter):
@@ -449,3 +452,42 @@ def test_a_contract_error_beyond_the_baseline_only_marks_that_config(tmp_path: P
     trials = records_of(tmp_path)
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 3
     assert constraints_of(tmp_path) == {0: {"usable": 0.0}, 1: {"usable": 1.0}, 2: {"usable": 1.0}}
+
+
+# -- the effective batch ----------------------------------------------------------------------------
+
+
+class Fixed(Adapter):
+    """Trains 32 samples per optimizer step (8 x 4): tuning must keep that."""
+
+    batch_size = 8
+    global_batch_size = 32
+
+
+@pytest.mark.parametrize("adapter_cls", [Fixed, Tokens], ids=["global-batch", "batch-size"])
+def test_a_default_search_never_changes_the_effective_batch(
+        tmp_path: Path, adapter_cls: type[Adapter]) -> None:
+    # Larger micro-batches are faster here (ok_by_batch_size): the search would take them all.
+    runner = FakeRunner()
+    search(tmp_path, LARGE, trials=12, runner=runner, adapter_cls=adapter_cls).run()
+    kept = adapter_cls.global_batch_size or adapter_cls.batch_size
+    assert {r.config.effective_batch for r in runner.requests} == {kept}
+    assert len({r.config.batch_size for r in runner.requests}) > 1  # the micro-batch did vary
+    best = yaml.safe_load((tmp_path / "out" / "best.yaml").read_text())
+    assert best["effective_batch"] == {"value": kept, "adapter": kept}
+    assert "# Note" not in (tmp_path / "out" / "best.yaml").read_text()
+
+
+def test_a_search_asked_to_vary_the_effective_batch_says_so_in_best_yaml(tmp_path: Path) -> None:
+    runner = FakeRunner()
+    search(tmp_path, LARGE, trials=12, runner=runner, adapter_cls=Tiny).run()  # Tiny varies it
+    assert len({r.config.effective_batch for r in runner.requests}) > 1
+    text = (tmp_path / "out" / "best.yaml").read_text()
+    best = yaml.safe_load(text)
+    value = best["config"]["batch_size"] * best["config"]["grad_accum"]
+    assert value > Tiny.batch_size  # the largest batches win here
+    block = best["effective_batch"]
+    assert block["value"] == value and block["adapter"] == Tiny.batch_size
+    assert block["factor"] == value / Tiny.batch_size
+    assert "learning rate" in block["note"] and "re-tune" in block["note"]
+    assert "# Note: the effective batch is" in text

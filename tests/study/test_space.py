@@ -8,7 +8,7 @@ from typing import Any
 import optuna
 import pytest
 
-from autotune import Adapter, InputError, TrainConfig
+from autotune import Adapter, InputError, TrainConfig, load_adapter
 from autotune.study.space import SearchSpace, find_space, load_space, parse_space
 
 SOURCE = "spaces/my_space.yaml"
@@ -25,8 +25,17 @@ class Global(Adapter):
     global_batch_size = 32
 
 
-def parse(raw: Any, *, adapter: type[Adapter] = Plain, device: str = "cpu", cpus: int = 4) -> SearchSpace:
-    return parse_space(raw, source=SOURCE, adapter=adapter, device_type=device, cpus=cpus)
+class Free(Adapter):
+    """Lets the search change the effective batch (larger batches, free accumulation)."""
+
+    batch_size = 32
+    vary_global_batch = True
+
+
+def parse(raw: Any, *, adapter: type[Adapter] = Plain, device: str = "cpu", cpus: int = 4,
+          vary: bool = False) -> SearchSpace:
+    return parse_space(raw, source=SOURCE, adapter=adapter, device_type=device, cpus=cpus,
+                       vary_global_batch=vary)
 
 
 def parse_error(raw: Any, *, key: str, device: str = "cpu", adapter: type[Adapter] = Plain) -> str:
@@ -65,7 +74,7 @@ def test_parse_choices_range_factors_and_description() -> None:
         "num_workers": {"low": 0, "high": "cores"},
         "batch_size": {"factors": [0.5, 1, 2]},
         "amp_dtype": {"choices": ["fp32", "bf16"]},
-    }, cpus=3)
+    }, cpus=3, adapter=Free)
     knobs = {k.name: k for k in space.knobs}
     assert set(knobs) == {"num_workers", "batch_size", "amp_dtype"}
     assert (knobs["num_workers"].low, knobs["num_workers"].high) == (0, 3)  # "cores" = cpus
@@ -77,12 +86,13 @@ def test_parse_choices_range_factors_and_description() -> None:
 
 
 def test_batch_size_choices_always_include_the_adapters_size() -> None:
-    space = parse({"batch_size": {"factors": [2, 4]}})
+    space = parse({"batch_size": {"factors": [2, 4]}}, adapter=Free)
     assert space.knobs[0].choices == (32, 64, 128)
 
 
 def test_duplicate_choices_are_dropped() -> None:
-    space = parse({"batch_size": {"factors": [1, 1, 2]}, "grad_accum": {"choices": [1, 2, 2]}})
+    space = parse({"batch_size": {"factors": [1, 1, 2]}, "grad_accum": {"choices": [1, 2, 2]}},
+                  adapter=Free)
     knobs = {k.name: k for k in space.knobs}
     assert knobs["batch_size"].choices == (32, 64)
     assert knobs["grad_accum"].choices == (1, 2)
@@ -94,6 +104,23 @@ def test_builtin_spaces_load(repo_root: Path) -> None:
     default = load_space(find_space("default"), adapter=Plain, device_type="cuda", cpus=2)
     assert {k.name for k in default.knobs} >= {"pin_memory", "expandable_segments", "checkpoint"}
     assert find_space("cpu").resolve() == (repo_root / "search_spaces" / "cpu.yaml").resolve()
+
+
+@pytest.mark.parametrize("example", ["mlp", "gpt", "resnet", "tinyblocks"])
+@pytest.mark.parametrize("vary", [False, True], ids=["keep-batch", "vary-batch"])
+def test_builtin_spaces_load_with_the_examples(repo_root: Path, example: str, vary: bool) -> None:
+    adapter = load_adapter(repo_root / "adapters" / f"{example}.py")
+    for name, device in (("cpu", "cpu"), ("default", "cuda"), ("full", "cuda")):
+        space = load_space(find_space(name), adapter=adapter, device_type=device, cpus=2,
+                           vary_global_batch=vary)
+        sizes = space.batch_sizes()
+        assert adapter.batch_size in sizes
+        if vary or adapter.vary_global_batch:
+            assert max(sizes) > adapter.batch_size, (name, sizes)
+        else:
+            kept = space.baseline.effective_batch
+            assert all(space.with_batch(space.baseline, b).effective_batch == kept
+                       for b in sizes), (name, sizes)
 
 
 def test_builtin_default_space_is_refused_on_cpu() -> None:
@@ -161,7 +188,7 @@ def test_not_a_mapping_at_all() -> None:
          "fraction-above-1", "string-factor", "fractional-size", "log-not-bool", "choices-not-list"],
 )
 def test_wrong_type(raw: dict[str, Any], key: str) -> None:
-    parse_error(raw, key=key)
+    parse_error(raw, key=key, adapter=Free)  # Free: grad_accum is searched, not derived
 
 
 def test_empty_choices() -> None:
@@ -213,7 +240,15 @@ def test_baseline_default_missing_from_choices() -> None:
 
 def test_baseline_default_missing_from_range() -> None:
     parse_error({"num_workers": {"low": 1, "high": 2}}, key="num_workers")
-    parse_error({"grad_accum": {"choices": [2, 4]}}, key="grad_accum")
+    parse_error({"grad_accum": {"low": 2, "high": 4}}, key="grad_accum", adapter=Free)
+
+
+def test_the_baselines_accumulation_is_always_measurable() -> None:
+    # Like the adapter's batch size: trial 0 runs at the adapter's batch and accumulation.
+    assert parse({"grad_accum": {"choices": [2, 4]}}, adapter=Free).knobs[0].choices == (1, 2, 4)
+    space = parse({"grad_accum": {"choices": [1, 2]}}, adapter=Global, vary=True)
+    assert space.baseline == TrainConfig(batch_size=8, grad_accum=4)
+    assert space.knobs[0].choices == (4, 1, 2)
 
 
 @pytest.mark.parametrize(
@@ -360,6 +395,55 @@ def test_global_batch_size_with_a_range_keeps_divisors() -> None:
     assert space.knobs[0].choices == (1, 2, 4, 8, 16, 32)
 
 
+# -- binding to the adapter: the effective batch is kept unless varying it is asked for -----------
+
+
+def test_by_default_the_batch_size_is_the_effective_batch_and_accumulation_follows() -> None:
+    space = parse({
+        "batch_size": {"factors": [0.25, 0.5, 1, 2, 4, 8]},  # 8, 16, 32, 64, 128, 256
+        "grad_accum": {"choices": [1, 2, 4]},  # ignored: derived from the effective batch
+    })
+    assert [k.name for k in space.knobs] == ["batch_size"]
+    assert space.knobs[0].choices == (8, 16, 32)  # larger ones cannot keep 32 per step
+    assert space.global_batch_size == 32
+    drawn = sample(space, 30)
+    assert {c.batch_size for c, _ in drawn} == {8, 16, 32}
+    for config, _ in drawn:
+        assert config.effective_batch == 32, config
+    assert space.with_batch(space.baseline, 8) == TrainConfig(batch_size=8, grad_accum=4)
+    assert all(c.effective_batch == 32 for c in space.enumerate())
+
+
+def test_sizes_that_do_not_divide_the_effective_batch_are_dropped() -> None:
+    space = parse({"batch_size": {"choices": [12, 16, 24, 32, 48]}})
+    assert space.knobs[0].choices == (16, 32)
+
+
+def test_no_divisor_of_the_effective_batch_says_how_to_vary_it() -> None:
+    message = parse_error({"batch_size": {"factors": [2, 4]}}, key="batch_size")
+    assert "batch_size=32" in message and "--vary-global-batch" in message
+
+
+@pytest.mark.parametrize("how", ["flag", "attribute"])
+def test_varying_the_effective_batch_is_asked_for(how: str) -> None:
+    raw = {"batch_size": {"factors": [0.5, 1, 2]}, "grad_accum": {"choices": [1, 2]}}
+    space = parse(raw, vary=True) if how == "flag" else parse(raw, adapter=Free)
+    assert space.global_batch_size is None
+    knobs = {k.name: k for k in space.knobs}
+    assert knobs["batch_size"].choices == (16, 32, 64)
+    assert knobs["grad_accum"].choices == (1, 2)
+    assert {c.effective_batch for c in space.enumerate()} == {16, 32, 64, 128}
+
+
+def test_varying_a_global_batch_searches_accumulation_from_its_baseline() -> None:
+    space = parse({"batch_size": {"factors": [1, 2]}, "grad_accum": {"choices": [1, 2, 4]}},
+                  adapter=Global, vary=True)
+    assert space.baseline == TrainConfig(batch_size=8, grad_accum=4)
+    assert {k.name: k.choices for k in space.knobs} == {"batch_size": (8, 16),
+                                                        "grad_accum": (1, 2, 4)}
+    assert {c.effective_batch for c in space.enumerate()} == {8, 16, 32, 64}
+
+
 # -- sampling ----------------------------------------------------------------------------------------
 
 
@@ -396,7 +480,7 @@ def test_in_and_not_in_conditions() -> None:
         "amp_dtype": {"choices": ["fp32", "bf16"]},
         "compile": {"choices": ["none", "default"], "when": "amp_dtype in [bf16]"},
         "grad_accum": {"choices": [1, 2], "when": "amp_dtype not in [bf16]"},
-    })
+    }, adapter=Free)
     for config, params in sample(space, 30):
         assert ("compile" in params) == (config.amp_dtype == "bf16")
         assert ("grad_accum" in params) == (config.amp_dtype == "fp32")
