@@ -117,8 +117,9 @@ def load_grid(path: Path) -> dict[str, Any]:
     adapter = type("GridAdapter", (Adapter,), {
         "unit": doc["unit"], "batch_size": doc["batch_size"],
         "global_batch_size": doc["global_batch_size"],
-        # Grids recorded before the effective batch was kept by default varied it.
-        "vary_global_batch": doc.get("vary_global_batch", True)})
+        # Grids recorded before the effective batch was kept by default: with a global batch
+        # size the accumulation kept it (as now), without one the batch varied freely.
+        "vary_global_batch": doc.get("vary_global_batch", doc["global_batch_size"] is None)})
     space = parse_space(doc["space"], source=str(path), adapter=adapter,
                         device_type=doc["device"], cpus=doc["cpus"])
     cells = {TrainConfig(**c["config"]): TrialResult.from_dict(c["result"]) for c in doc["cells"]}
