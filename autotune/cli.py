@@ -1,4 +1,5 @@
-"""`autotune` command line: search, show, apply. Thin: parse, check input, call the library."""
+"""`autotune` command line: search, show, lab, export, apply. Thin: parse, check input, call the
+library."""
 
 from __future__ import annotations
 
@@ -135,6 +136,20 @@ def build_parser() -> argparse.ArgumentParser:
     lab.add_argument("--measure-seconds", type=_positive(float), default=15.0,
                      help="most seconds of timed windows per run (default 15)")
     lab.set_defaults(func=_lab)
+
+    export = sub.add_parser(
+        "export", help="print best.yaml as Hugging Face or Lightning arguments, or shell exports",
+        description="Print best.yaml for another trainer: --to hf gives keyword arguments of "
+        "transformers.TrainingArguments, --to lightning those of lightning.Trainer and of the "
+        "DataLoader, --to env the shell export lines of the allocator settings. Knobs with no "
+        "counterpart get a note. YAML by default, or --format json.",
+    )
+    export.add_argument("config", type=Path, help="best.yaml")
+    export.add_argument("--to", required=True, choices=("hf", "lightning", "env"),
+                        help="hf (TrainingArguments), lightning (Trainer + DataLoader) or env")
+    export.add_argument("--format", choices=("yaml", "json"), default="yaml",
+                        help="for hf and lightning (default yaml); env prints shell lines")
+    export.set_defaults(func=_export)
 
     apply = sub.add_parser(
         "apply", help="run a command with a config's allocator environment set",
@@ -321,6 +336,13 @@ def _show(args: argparse.Namespace) -> int:
     from autotune.outputs.show import show
 
     show(args.out, top=args.top)
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from autotune.outputs.export import export_text
+
+    sys.stdout.write(export_text(args.config, args.to, fmt=args.format))
     return 0
 
 

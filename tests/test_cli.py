@@ -374,3 +374,32 @@ def test_apply_bad_config_exits_1(tmp_path: Path) -> None:
     assert proc.returncode == 1, failure(proc)
     assert str(best) in proc.stderr and "workers" in proc.stderr
     assert "ran" not in proc.stdout
+
+
+# -- export ------------------------------------------------------------------------------------------------
+
+
+def test_export_prints_arguments_for_each_target(tmp_path: Path) -> None:
+    best = tmp_path / "best.yaml"
+    best.write_text(yaml.safe_dump({
+        "config": TrainConfig(batch_size=16, grad_accum=2, num_workers=2, prefetch_factor=4,
+                              amp_dtype="bf16", expandable_segments=True).to_dict(),
+        "provenance": {"device_kind": "cuda"}}))
+    hf = run_autotune("export", best, "--to", "hf")
+    assert hf.returncode == 0, failure(hf)
+    args = yaml.safe_load(hf.stdout)["training_arguments"]
+    assert args["per_device_train_batch_size"] == 16 and args["bf16"] is True
+    lightning = run_autotune("export", best, "--to", "lightning", "--format", "json")
+    assert lightning.returncode == 0, failure(lightning)
+    assert json.loads(lightning.stdout)["trainer"]["precision"] == "bf16-mixed"
+    env = run_autotune("export", best, "--to", "env")
+    assert env.returncode == 0, failure(env)
+    assert "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in env.stdout.splitlines()
+
+
+def test_export_errors_exit_1(tmp_path: Path) -> None:
+    proc = run_autotune("export", tmp_path / "missing.yaml", "--to", "hf")
+    assert proc.returncode == 1, failure(proc)
+    assert "missing.yaml" in proc.stderr and "Traceback" not in proc.stderr
+    usage = run_autotune("export", tmp_path / "missing.yaml")
+    assert usage.returncode == 1 and "--to" in usage.stderr
