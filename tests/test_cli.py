@@ -317,7 +317,8 @@ def test_study_holds_every_trial(mlp_study: tuple[Path, Path, Any]) -> None:
     out, _, proc = mlp_study
     assert proc.returncode == 0, failure(proc)
     study = load(out, "mlp")
-    trials = read_records(study)
+    # A follow-up the ladder queued may still be waiting when the trial count is reached.
+    trials = [t for t in read_records(study) if t.state != TrialState.WAITING]
     assert len(trials) == len(csv_rows(out / "trials.csv")) == 4
     assert all(t.state == TrialState.COMPLETE for t in trials)
     assert [t.number for t in trials if t.baseline] == [0]
