@@ -1,0 +1,100 @@
+"""A torchvision ResNet-18 over uint8 images augmented per sample with `torchvision.transforms.v2`
+(random resized crop and horizontal flip, then scaling and normalization) in the DataLoader's
+workers: the usual image-classification input path.
+
+Needs torchvision built for your torch: pip install -e ".[vision]" (PyPI's torchvision wheels
+pin a CUDA build of torch; with a CPU-only torch, install the matching torchvision from
+PyTorch's CPU index). torchvision is imported when the model or the transform is built, so the
+dataset itself works without it. Constants can be overridden by environment variables of the
+same name (e.g. VISION_IMAGES=512).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import autotune
+
+
+def _const(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+VISION_IMAGES = _const("VISION_IMAGES", 4096)  # images held in memory
+VISION_STORED = _const("VISION_STORED", 160)  # stored side length
+VISION_CROP = _const("VISION_CROP", 128)  # training crop
+VISION_CLASSES = _const("VISION_CLASSES", 100)
+VISION_BATCH = _const("VISION_BATCH", 128)
+
+# ImageNet's channel statistics, as torchvision's reference training scripts use.
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def torchvision() -> Any:
+    try:
+        import torchvision as tv
+    except Exception as exc:  # ImportError, or a torchvision built for another torch
+        raise ImportError(
+            "adapters/vision.py needs torchvision built for this torch "
+            f"({torch.__version__}): pip install -e '.[vision]' ({type(exc).__name__}: {exc})"
+        ) from exc
+    return tv
+
+
+def train_transform() -> Callable[[torch.Tensor], torch.Tensor]:
+    """torchvision's v2 training augmentation on one uint8 CHW image."""
+    v2 = torchvision().transforms.v2
+    return v2.Compose([
+        v2.RandomResizedCrop(VISION_CROP, antialias=True),
+        v2.RandomHorizontalFlip(),
+        v2.ToDtype(torch.float32, scale=True),
+        v2.Normalize(MEAN, STD),
+    ])
+
+
+class UInt8Images(torch.utils.data.Dataset):
+    """Seeded uint8 images (3 x STORED x STORED) and labels in memory; each read transforms one
+    image: in the DataLoader's worker processes when there are workers."""
+
+    def __init__(self, transform: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        g = torch.Generator().manual_seed(0)
+        self.images = torch.randint(0, 256, (VISION_IMAGES, 3, VISION_STORED, VISION_STORED),
+                                    generator=g, dtype=torch.uint8)
+        self.labels = torch.randint(0, VISION_CLASSES, (VISION_IMAGES,), generator=g)
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return VISION_IMAGES
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.transform(self.images[i]), self.labels[i]
+
+
+class VisionAdapter(autotune.Adapter):
+    unit = "images"
+    batch_size = VISION_BATCH
+
+    def transform(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        return train_transform()
+
+    def dataset(self) -> torch.utils.data.Dataset:
+        return UInt8Images(self.transform())
+
+    def model(self) -> nn.Module:
+        return torchvision().models.resnet18(num_classes=VISION_CLASSES)
+
+    def optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+
+    def loss(self, model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        x, y = batch
+        return F.cross_entropy(model(x), y)
+
+    def blocks(self, model: nn.Module) -> list[nn.Module]:
+        return [model.layer1, model.layer2, model.layer3, model.layer4]
