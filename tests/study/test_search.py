@@ -469,7 +469,7 @@ def test_a_default_search_never_changes_the_effective_batch(
         tmp_path: Path, adapter_cls: type[Adapter]) -> None:
     # Larger micro-batches are faster here (ok_by_batch_size): the search would take them all.
     runner = FakeRunner()
-    search(tmp_path, LARGE, trials=12, runner=runner, adapter_cls=adapter_cls).run()
+    search(tmp_path, LARGE, trials=8, runner=runner, adapter_cls=adapter_cls).run()
     kept = adapter_cls.global_batch_size or adapter_cls.batch_size
     assert {r.config.effective_batch for r in runner.requests} == {kept}
     assert len({r.config.batch_size for r in runner.requests}) > 1  # the micro-batch did vary
@@ -480,7 +480,7 @@ def test_a_default_search_never_changes_the_effective_batch(
 
 def test_a_search_asked_to_vary_the_effective_batch_says_so_in_best_yaml(tmp_path: Path) -> None:
     runner = FakeRunner()
-    search(tmp_path, LARGE, trials=12, runner=runner, adapter_cls=Tiny).run()  # Tiny varies it
+    search(tmp_path, LARGE, trials=8, runner=runner, adapter_cls=Tiny).run()  # Tiny varies it
     assert len({r.config.effective_batch for r in runner.requests}) > 1
     text = (tmp_path / "out" / "best.yaml").read_text()
     best = yaml.safe_load(text)
