@@ -224,7 +224,9 @@ class Search:
     # -- the loop ----------------------------------------------------------------------------
 
     def done(self) -> int:
-        return len(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+        """Finished trials: measured to the end, or pruned after their first windows."""
+        return len(self.study.get_trials(deepcopy=False,
+                                         states=(TrialState.COMPLETE, TrialState.PRUNED)))
 
     def winner(self) -> Winner | None:
         return pick_winner(records.read_records(self.study),

@@ -105,10 +105,9 @@ def first_batch_seconds(n: int, batch_size: int = 256) -> float:
 
 def test_a_dataset_of_2_to_the_31_starts_its_first_batch_at_once() -> None:
     # PyTorch's RandomSampler draws randperm(2^31) first: 16 GiB and about a minute. Here the
-    # first batch costs one chunk of the permutation whatever the length (milliseconds; the
-    # bound is generous for a loaded CI machine), about what a small dataset's does.
+    # first batch costs one chunk of the permutation whatever the length (milliseconds). Not a
+    # timing comparison (a shared CI machine makes ratios of milliseconds flaky: 0.31 s against
+    # 7 ms was seen under load): a bound that any work proportional to 2^31 would miss by far.
     first_batch_seconds(CHUNK)  # warm torch's kernels up
-    small = min(first_batch_seconds(CHUNK) for _ in range(3))
     huge = min(first_batch_seconds(2**31) for _ in range(3))
-    assert huge < 0.5, f"{huge=:.3f} s for the first batch of 2^31 samples"
-    assert huge < 20 * small + 0.05, f"{huge=:.4f} s vs {small=:.4f} s for 2^16 samples"
+    assert huge < 2.0, f"{huge=:.3f} s for the first batch of 2^31 samples"
