@@ -305,7 +305,8 @@ def test_study_holds_every_trial(mlp_study: tuple[Path, Path, Any]) -> None:
     # A follow-up the ladder queued may still be waiting when the trial count is reached.
     trials = [t for t in read_records(study) if t.state != TrialState.WAITING]
     assert len(trials) == len(csv_rows(out / "trials.csv")) == 4
-    assert all(t.state == TrialState.COMPLETE for t in trials)
+    # Finished: measured to the end, or pruned (clearly slower than the best) after 2 windows.
+    assert all(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials)
     assert [t.number for t in trials if t.baseline] == [0]
     assert trials[0].config == TrainConfig(batch_size=32)
     info = read_info(study)
@@ -332,9 +333,9 @@ def test_rerun_continues_the_same_study(mlp_study: tuple[Path, Path, Any], tmp_p
     shutil.copytree(first_out, out)  # leave the shared study as the other tests expect it
     resumed = search_mlp(out, space, trials=6)
     assert resumed.returncode == 0, failure(resumed)
-    trials = read_records(load(out, "mlp"))
+    trials = [t for t in read_records(load(out, "mlp")) if t.state != TrialState.WAITING]
     assert len(trials) == 6
-    assert all(t.state == TrialState.COMPLETE for t in trials)
+    assert all(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials)
     assert [t.number for t in trials if t.baseline] == [0]
     assert len(csv_rows(out / "trials.csv")) == 6
     assert "(4 trial(s) done before)" in " ".join(resumed.stdout.split())
