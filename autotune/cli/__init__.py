@@ -1,0 +1,42 @@
+"""`autotune` command line: search, show, lab, export, apply. Thin: parse, check input, call the
+library. One module per subcommand (files.py holds the three that read a search's files)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from autotune.cli import files, lab, search
+from autotune.cli.common import Parser
+from autotune.contract.errors import InputError
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="autotune",
+        description="Find, by measurement, the fastest training configuration for your PyTorch "
+        "training step on this machine.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    search.add_parser(sub)
+    files.add_show(sub)
+    lab.add_parser(sub)
+    files.add_export(sub)
+    files.add_apply(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 1
+    try:
+        return int(args.func(args))
+    except InputError as exc:
+        print(f"autotune: error: {exc}", file=sys.stderr)
+        return 1

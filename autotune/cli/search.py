@@ -1,0 +1,143 @@
+"""`autotune search`: run a study over the search space."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from autotune.cli.common import check_writable, positive, resolve_device, seed, trial_timeout
+from autotune.contract.errors import InputError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    search = sub.add_parser("search", help="run a study over the search space")
+    search.add_argument("--adapter", required=True, type=Path,
+                        help="Python file defining one autotune.Adapter subclass")
+    search.add_argument("--space", default=None,
+                        help="search space: a name in search_spaces/ (default, cpu) or a .yaml path "
+                        "(default: 'default' on CUDA, 'cpu' on a CPU)")
+    search.add_argument("--trials", type=positive(int), default=20,
+                        help="finished trials the study should hold (default 20; a resumed study "
+                        "counts its earlier trials)")
+    search.add_argument("--timeout", type=positive(float), default=None,
+                        help="seconds for this run: no trial starts after, and a running one is "
+                        "cut at the deadline (default: none)")
+    search.add_argument("--trial-timeout", type=positive(float), default=None,
+                        help="seconds one trial may take, start-up and compile included (default "
+                        "300, or a quarter of --timeout when that is shorter: a compile mode that "
+                        "needs minutes then costs a quarter of the budget once, and the sampler "
+                        "learns to avoid it)")
+    search.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
+                        help="where to train (default auto: cuda when available)")
+    search.add_argument("--study-name", default=None,
+                        help="Optuna study name (default: the adapter file's name)")
+    search.add_argument("--storage", default=None,
+                        help="Optuna storage URL, a SQLite .db file, or a journal file other "
+                        "processes may share (default: OUT/study.db)")
+    search.add_argument("--out", type=Path, default=None,
+                        help="output folder (default: results/STUDY_NAME)")
+    search.add_argument("--seed", type=seed, default=None, help="sampler seed (0 to 2**32 - 1)")
+    search.add_argument("--measure-seconds", type=positive(float), default=5.0,
+                        help="most seconds of timed windows per search trial after warm-up: "
+                        "measuring stops earlier once the median is known to "
+                        "--search-tolerance (3 windows are always timed; default 5)")
+    search.add_argument("--search-tolerance", type=positive(float), default=0.05,
+                        help="search trials stop timing once the median's 95%% confidence "
+                        "interval is within +-this fraction (default 0.05: enough to rank and "
+                        "prune; the confirmation pins the winner down to --tolerance)")
+    search.add_argument("--confirm-measure-seconds", type=positive(float), default=20.0,
+                        help="the same for each confirmation run (default 20)")
+    search.add_argument("--confirm", type=int, default=3,
+                        help="after the search, re-run this many top configs and the baseline in "
+                        "fresh processes; the winner is picked on those runs (default 3; 0 skips)")
+    search.add_argument("--confirm-repeats", type=positive(int), default=2,
+                        help="runs of each confirmed config, in shuffled order (default 2)")
+    search.add_argument("--tolerance", type=positive(float), default=0.02,
+                        help="confirmation runs stop timing once the median's 95%% confidence "
+                        "interval is within +-this fraction of it (default 0.02)")
+    search.add_argument("--vary-global-batch", action="store_true",
+                        help="let the search change the effective batch (batch_size x "
+                        "grad_accum) too; by default every config keeps the adapter's "
+                        "(global_batch_size, else batch_size), so training computes the same; "
+                        "same as vary_global_batch = True in the adapter")
+    search.add_argument("--no-prune", action="store_true",
+                        help="measure every trial to the end, even one clearly slower than the "
+                        "best so far")
+    search.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from autotune.adapter import load_adapter
+    from autotune.contract.request import MeasureSettings
+    from autotune.outputs.display import RichDisplay
+    from autotune.outputs.report import OutputWriter
+    from autotune.study.forkserver import ForkServerRunner
+    from autotune.study.runner import SubprocessRunner
+    from autotune.study.search import Interrupted, Search, SearchSettings
+    from autotune.study.space import find_space, load_space
+    from autotune.study.storage import default_storage_url
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the display reports progress
+    device = resolve_device(args.device)
+    adapter = load_adapter(args.adapter)
+    space_path = find_space(args.space or ("default" if device == "cuda" else "cpu"))
+    space = load_space(space_path, adapter=adapter, device_type=device,
+                       vary_global_batch=args.vary_global_batch)
+    if args.confirm < 0:
+        raise InputError(f"--confirm {args.confirm}: must be 0 (no confirmation) or more")
+    for flag, value in (("--tolerance", args.tolerance),
+                        ("--search-tolerance", args.search_tolerance)):
+        if value >= 1:
+            raise InputError(f"{flag} {value}: must be a fraction below 1, e.g. 0.02")
+    study_name = args.study_name or args.adapter.stem
+    out = args.out or Path("results") / study_name
+    check_writable(out)
+    settings = SearchSettings(
+        adapter=args.adapter,
+        space_source=str(space_path),
+        device=device,
+        out=out,
+        storage=args.storage or default_storage_url(out),
+        study_name=study_name,
+        trials=args.trials,
+        timeout=args.timeout,
+        trial_timeout=trial_timeout(args.trial_timeout, args.timeout),
+        seed=args.seed,
+        # Search-phase windows are shorter than confirmation's: the search ranks, the
+        # confirmation reports.
+        measure=MeasureSettings(window_seconds=0.5, budget_seconds=args.measure_seconds,
+                                tolerance=args.search_tolerance),
+        confirm_measure=MeasureSettings(window_seconds=1.0,
+                                        budget_seconds=args.confirm_measure_seconds,
+                                        tolerance=args.tolerance),
+        confirm=args.confirm,
+        confirm_repeats=args.confirm_repeats,
+        prune=not args.no_prune,
+    )
+    display = RichDisplay()
+    cache = out / "compile-cache"
+    runner = ForkServerRunner(log=out / "forkserver.log", cache_dir=cache)
+    writer = OutputWriter(settings)
+    search = Search(settings, space, adapter, runner=runner, listener=display, on_change=writer,
+                    confirm_runner=SubprocessRunner(cache_dir=cache))
+    try:
+        winner = search.run()
+    except Interrupted as exc:
+        display.console.print(f"[yellow]{exc}[/]: finished trials are saved in {out}/; run the "
+                              "same command again to continue the study")
+        return 128 + exc.signum
+    finally:
+        runner.close()
+        writer.finish(search.study)
+    if winner is None:
+        return 1
+    if winner.record.config is not None:
+        from autotune.outputs.best import batch_change
+
+        note = batch_change(winner.record.config, space.baseline.effective_batch)
+        if note is not None:
+            display.console.print(f"[bold yellow]note:[/] {note}")
+    display.console.print(f"wrote {out}/best.yaml, {out}/trials.csv, {out}/throughput.png")
+    return 0
