@@ -1,6 +1,6 @@
-"""`autotune lab`: the "three-run lab" of tuning guides, interleaved and repeated in one go.
+"""`autotune lab`: the tuning guides' side-by-side runs, interleaved and repeated in one go.
 
-Rows: (1) PyTorch defaults, (2) + bf16 autocast, (3) + bf16 + torch.compile, (4) the common hand
+Five rows: (1) PyTorch defaults, (2) + bf16 autocast, (3) + bf16 + torch.compile, (4) the common hand
 recipe, (5) a given YAML. Each run is a fresh trial process; the rows are rotated between
 repeats so that drift on a shared machine does not favour one row. The table reports each row's
 median over repeats, the spread, peak memory, and ratios to row 1 and to the best of rows 2-4.

@@ -65,6 +65,41 @@ def test_usage_errors_exit_1_with_help(args: list[str], expected: str) -> None:
     assert expected in proc.stderr
 
 
+def test_a_usage_error_shows_the_usage_line_not_the_whole_help() -> None:
+    proc = run_autotune("search", "--adapter", "adapters/mlp.py", "--trials", "0")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("usage: autotune search")
+    assert "options:" not in proc.stderr and "--confirm-repeats CONFIRM_REPEATS " not in \
+        proc.stderr.split("error:")[1]
+    assert "autotune search: error: argument --trials: must be greater than 0" in proc.stderr
+    assert "autotune search --help" in proc.stderr
+
+
+def test_version() -> None:
+    from autotune import __version__
+
+    proc = run_autotune("--version")
+    assert proc.returncode == 0, failure(proc)
+    assert proc.stdout.strip() == f"autotune {__version__}"
+
+
+def test_search_help_lists_every_builtin_space() -> None:
+    from autotune.study.space import builtin_spaces
+
+    proc = run_autotune("search", "--help")
+    text = " ".join(proc.stdout.split())
+    assert {"cpu", "default", "full"} <= set(builtin_spaces())
+    assert f"a built-in name ({', '.join(builtin_spaces())})" in text
+
+
+def test_lab_help_describes_its_five_rows() -> None:
+    proc = run_autotune("lab", "--help")
+    text = " ".join(proc.stdout.split())
+    assert "five rows" in text and "three-run" not in text
+    for row in range(1, 6):
+        assert f"({row})" in text
+
+
 def test_help_exits_0() -> None:
     proc = run_autotune("--help")
     assert proc.returncode == 0

@@ -7,6 +7,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from autotune import __version__
 from autotune.cli import files, lab, search
 from autotune.cli.common import Parser
 from autotune.contract.errors import InputError
@@ -20,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Find, by measurement, the fastest training configuration for your PyTorch "
         "training step on this machine.",
     )
+    parser.add_argument("--version", action="version", version=f"autotune {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     search.add_parser(sub)
     files.add_show(sub)
@@ -33,8 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        parser.print_help(sys.stderr)
-        return 1
+        parser.error("give a command: search, show, lab, export or apply")
     try:
         return int(args.func(args))
     except InputError as exc:

@@ -12,11 +12,12 @@ from autotune.contract.errors import InputError
 
 
 class Parser(argparse.ArgumentParser):
-    """Usage errors exit 1 (the project's convention for bad input) and show the help."""
+    """Usage errors exit 1 (the project's convention for bad input) with the short usage line,
+    the error and where the whole help is."""
 
     def error(self, message: str) -> NoReturn:
-        self.print_help(sys.stderr)
-        self.exit(1, f"\n{self.prog}: error: {message}\n")
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n(`{self.prog} --help` lists every option)\n")
 
 
 def positive(kind: type) -> object:

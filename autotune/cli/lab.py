@@ -11,9 +11,9 @@ from autotune.cli.common import check_writable, positive, resolve_device
 def add_parser(sub: argparse._SubParsersAction) -> None:
     lab = sub.add_parser(
         "lab", help="run defaults, bf16, bf16+compile, the hand recipe and a YAML side by side",
-        description="The three-run lab of tuning guides, interleaved and repeated: (1) PyTorch "
+        description="The tuning guides' lab, interleaved and repeated: five rows, (1) PyTorch "
         "defaults, (2) + bf16 autocast, (3) + bf16 + torch.compile, (4) the common hand recipe, "
-        "(5) the given YAML. Each run is a fresh process.",
+        "(5) the YAML given with --config (four rows without it). Each run is a fresh process.",
     )
     lab.add_argument("--adapter", required=True, type=Path, help="the adapter file")
     lab.add_argument("--config", type=Path, default=None, help="a tuned YAML (best.yaml) for row 5")

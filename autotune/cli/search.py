@@ -7,6 +7,7 @@ from pathlib import Path
 
 from autotune.cli.common import check_writable, positive, resolve_device, seed, trial_timeout
 from autotune.contract.errors import InputError
+from autotune.study.space import builtin_spaces
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -14,8 +15,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--adapter", required=True, type=Path,
                         help="Python file defining one autotune.Adapter subclass")
     search.add_argument("--space", default=None,
-                        help="search space: a name in search_spaces/ (default, cpu) or a .yaml path "
-                        "(default: 'default' on CUDA, 'cpu' on a CPU)")
+                        help=f"search space: a built-in name ({', '.join(builtin_spaces())}) or "
+                        "a .yaml path (default: 'default' on CUDA, 'cpu' on a CPU; 'full' adds "
+                        "the max-autotune compile modes, for budgets of an hour or more)")
     search.add_argument("--trials", type=positive(int), default=20,
                         help="finished trials the study should hold (default 20; a resumed study "
                         "counts its earlier trials)")

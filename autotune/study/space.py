@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from autotune.adapter import Adapter
 
-__all__ = ["Condition", "Knob", "SearchSpace", "find_space", "load_space"]
+__all__ = ["Condition", "Knob", "SearchSpace", "builtin_spaces", "find_space", "load_space"]
 
 # In a source checkout the spaces sit beside the package; an installed package carries a copy.
 _PACKAGE = Path(__file__).resolve().parent.parent
@@ -48,6 +48,11 @@ SPACES_DIRS = (_PACKAGE.parent / "search_spaces", _PACKAGE / "search_spaces")
 KNOB_NAMES = tuple(KNOB)
 
 _CONDITION = re.compile(r"^\s*([A-Za-z_]\w*)\s*(==|!=|<=|>=|<|>|not\s+in|in)\s*(.+?)\s*$")
+
+
+def builtin_spaces() -> list[str]:
+    """The names `find_space` knows without a path ("cpu", "default", "full", ...)."""
+    return sorted({p.stem for folder in SPACES_DIRS for p in folder.glob("*.yaml")})
 
 
 def find_space(name_or_path: str) -> Path:
@@ -61,10 +66,9 @@ def find_space(name_or_path: str) -> Path:
         candidate = folder / f"{name_or_path}.yaml"
         if candidate.is_file():
             return candidate
-    known = sorted({p.stem for folder in SPACES_DIRS for p in folder.glob("*.yaml")})
     raise InputError(
-        f"--space {name_or_path}: no such space; built-in spaces are {known}, or pass a path to a "
-        ".yaml file"
+        f"--space {name_or_path}: no such space; built-in spaces are {builtin_spaces()}, or pass "
+        "a path to a .yaml file"
     )
 
 
