@@ -1,100 +1,168 @@
-"""The throughput curve: points computed in a pure function, drawn in another (optuna's way)."""
+"""The study's picture: points computed here in pure functions, drawn by `draw` (optuna's way).
+
+Four panels read from what the study stored: throughput against the search's wall-clock time
+(what the budget bought), the confirmation re-runs with their spread, throughput against the
+effective batch (batch_size x grad_accum) with dtype and compile told apart, and peak memory
+against the micro-batch. Rows are `trial_rows` dicts or trials.csv rows read back as text:
+values are parsed here, so a committed CSV can be drawn again.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from autotune.contract.files import atomic_write_bytes
+from autotune.study.records import ConfirmationEntry
 
-__all__ = ["PlotData", "plot_data", "save_plot"]
+__all__ = ["Confirmed", "PlotData", "Point", "plot_data", "save_plot", "search_clock"]
+
+RESUME_GAP = 60.0
+"""Seconds without a running trial taken as a break (a resumed study): the clock skips it."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Point:
+    """One trial of the search."""
+
+    number: int
+    status: str
+    throughput: float | None
+    """Units/s (a pruned trial's partial rate); None when it did not run."""
+    seconds: float
+    """Search wall-clock time at which the trial ended."""
+    batch_size: int
+    grad_accum: int
+    amp_dtype: str
+    compile: str
+    peak_memory_gb: float | None
+    baseline: bool
+
+    @property
+    def effective_batch(self) -> int:
+        return self.batch_size * self.grad_accum
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Confirmed:
+    """One config's fresh re-runs after the search."""
+
+    trial: int
+    runs: tuple[float, ...]
+    median: float | None
+    search: float
+    baseline: bool
+    winner: bool
+
+    @property
+    def spread(self) -> float | None:
+        """(max - min) / median of the runs; None with fewer than two."""
+        if len(self.runs) < 2 or not self.median:
+            return None
+        return (max(self.runs) - min(self.runs)) / self.median
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PlotData:
     unit: str
-    ok: tuple[tuple[int, float], ...]
-    """(trial number, throughput) of trials that ran."""
-    failed: tuple[tuple[int, str], ...]
-    """(trial number, status) of trials that did not."""
-    best_so_far: tuple[tuple[int, float], ...]
-    """Running maximum over trial numbers, one point per trial."""
-    baseline: float | None
-    by_batch: tuple[tuple[int, float, str], ...]
-    """(batch size, throughput, amp dtype) of trials that ran."""
+    points: tuple[Point, ...]
+    """Every trial that ran or failed, by trial number (running ones left out)."""
+    best_so_far: tuple[tuple[float, float], ...]
+    """(seconds, best throughput of an ok trial so far), one per ok trial."""
+    baseline: tuple[int, float] | None
+    """(trial number, throughput) of the baseline."""
+    winner: int | None
+    """The trial number the study hands back (best.yaml's)."""
+    confirmed: tuple[Confirmed, ...]
+    resumes: tuple[float, ...] = ()
+    """Search seconds at which the study was resumed after a break."""
+    clock: str = "wall-clock"
+    """"wall-clock" (from the study's trial times) or "trial durations" (summed, from a CSV)."""
+    memory: str = "peak allocated"
+    """What `peak_memory_gb` is: device memory in live tensors, or the host's resident set."""
+
+    @property
+    def ok(self) -> tuple[Point, ...]:
+        return tuple(p for p in self.points if p.status == "ok")
 
 
-def plot_data(rows: Sequence[dict[str, Any]], *, unit: str) -> PlotData:
-    rows = sorted(rows, key=lambda r: r["number"])
-    ok, failed, best_so_far, by_batch = [], [], [], []
-    best = None
-    baseline = None
+def search_clock(spans: Sequence[tuple[int, float, float]], *, max_gap: float = RESUME_GAP
+                 ) -> tuple[dict[int, float], tuple[float, ...]]:
+    """Search seconds at each trial's end from (number, start, end) timestamps, with breaks
+    longer than `max_gap` between runs of the study skipped; also where the breaks were."""
+    ends: dict[int, float] = {}
+    resumes: list[float] = []
+    clock = 0.0
+    last: float | None = None  # wall time the clock has reached
+    for number, start, end in sorted(spans, key=lambda s: s[1]):
+        if last is None:
+            last = start
+        elif start - last > max_gap:
+            resumes.append(clock)
+            last = start
+        if end > last:
+            clock += end - last  # a short wait between trials is the search's time too
+            last = end
+        ends[number] = clock - (last - end)
+    return ends, tuple(resumes)
+
+
+def plot_data(rows: Sequence[Mapping[str, Any]], *, unit: str,
+              confirmation: Sequence[ConfirmationEntry] | None = None,
+              winner: int | None = None, ends: Mapping[int, float] | None = None,
+              resumes: Sequence[float] = ()) -> PlotData:
+    """The points of every panel. `ends`: search seconds at each trial's end (`search_clock`);
+    without it, trial durations are summed in trial order. `winner`: the trial best.yaml names."""
+    rows = sorted(rows, key=lambda r: int(r["number"]))
+    points: list[Point] = []
+    summed = 0.0
+    device_memory = any(_num(r.get("peak_allocated_mb")) for r in rows)
     for r in rows:
-        if r["status"] == "ok" and r["throughput"] is not None:
-            ok.append((r["number"], float(r["throughput"])))
-            by_batch.append((int(r["batch_size"]), float(r["throughput"]), str(r["amp_dtype"])))
-            best = max(best or 0.0, float(r["throughput"]))
-            if r["baseline"]:
-                baseline = float(r["throughput"])
-        elif r["status"] not in ("", "running"):
-            failed.append((r["number"], str(r["status"])))
-        if best is not None:
-            best_so_far.append((r["number"], best))
-    return PlotData(unit=unit, ok=tuple(ok), failed=tuple(failed), best_so_far=tuple(best_so_far),
-                    baseline=baseline, by_batch=tuple(by_batch))
+        status = str(r.get("status") or "")
+        if status in ("", "running"):
+            continue
+        summed += _num(r.get("duration_seconds")) or 0.0
+        seconds = ends.get(int(r["number"])) if ends is not None else summed
+        memory = _num(r.get("peak_allocated_mb" if device_memory else "peak_rss_mb"))
+        points.append(Point(
+            number=int(r["number"]), status=status,
+            throughput=_num(r.get("throughput")) if status in ("ok", "pruned") else None,
+            seconds=summed if seconds is None else seconds,
+            batch_size=int(_num(r.get("batch_size")) or 0),
+            grad_accum=int(_num(r.get("grad_accum")) or 1),
+            amp_dtype=str(r.get("amp_dtype") or "?"), compile=str(r.get("compile") or "none"),
+            peak_memory_gb=memory / 1024 if memory else None,
+            baseline=_bool(r.get("baseline"))))
+    best: list[tuple[float, float]] = []
+    for p in sorted((p for p in points if p.status == "ok" and p.throughput), key=lambda p: p.seconds):
+        top = max(best[-1][1], p.throughput) if best else p.throughput
+        best.append((p.seconds, top))  # type: ignore[arg-type]  # filtered above
+    base = next(((p.number, p.throughput) for p in points
+                 if p.baseline and p.status == "ok" and p.throughput), None)
+    confirmed = tuple(
+        Confirmed(trial=c.trial, runs=tuple(c.throughputs), median=c.median,
+                  search=c.search_throughput, baseline=c.baseline, winner=c.trial == winner)
+        for c in confirmation or ())
+    return PlotData(unit=unit, points=tuple(points), best_so_far=tuple(best),
+                    baseline=base, winner=winner, confirmed=confirmed, resumes=tuple(resumes),
+                    clock="wall-clock" if ends is not None else "trial durations",
+                    memory="peak allocated" if device_memory else "peak RSS (host)")
 
 
 def save_plot(data: PlotData, path: Path) -> None:
-    try:
-        import matplotlib
-    except ImportError as exc:
-        raise ImportError(
-            "the throughput plot needs matplotlib: pip install matplotlib"
-        ) from exc
-    matplotlib.use("Agg")  # files only; no display needed
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator, ScalarFormatter
+    """Draw `data` into a PNG at `path` (atomically)."""
+    from autotune.outputs.draw import draw
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    per_s = f"{data.unit}/s"
-    if data.ok:
-        xs, ys = zip(*data.ok)
-        ax1.scatter(xs, ys, s=22, color="tab:blue", label="trial", zorder=3)
-    if data.best_so_far:
-        xs, ys = zip(*data.best_so_far)
-        ax1.step(xs, ys, where="post", color="tab:green", label="best so far")
-    if data.baseline is not None:
-        ax1.axhline(data.baseline, color="gray", linestyle="--", label="baseline (trial 0)")
-    markers = {"oom": "tab:red", "timeout": "tab:orange", "nan": "tab:purple"}
-    for status in sorted({s for _, s in data.failed}):
-        xs = [n for n, s in data.failed if s == status]
-        ax1.scatter(xs, [0] * len(xs), marker="x", color=markers.get(status, "black"),
-                    label=status, zorder=3, clip_on=False)
-    ax1.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax1.set_xlabel("trial")
-    ax1.set_ylabel(per_s)
-    ax1.set_ylim(bottom=0)
-    ax1.set_title("Throughput per trial")
-    ax1.legend(loc="lower right", fontsize=8)
-    ax1.grid(alpha=0.3)
+    draw(data, path)
 
-    for dtype in sorted({d for _, _, d in data.by_batch}):
-        pts = [(b, t) for b, t, d in data.by_batch if d == dtype]
-        ax2.scatter(*zip(*pts), s=22, label=dtype)
-    if data.by_batch:
-        ax2.set_xscale("log", base=2)
-        ax2.xaxis.set_major_formatter(ScalarFormatter())
-        ax2.legend(title="amp_dtype", fontsize=8)
-    ax2.set_xlabel("batch size")
-    ax2.set_ylabel(per_s)
-    ax2.set_ylim(bottom=0)
-    ax2.set_title("Throughput against batch size")
-    ax2.grid(alpha=0.3)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+
+def _num(value: Any) -> float | None:
+    """A number from a row: a float, or CSV text ("" for none)."""
+    if value is None or value == "":
+        return None
+    return float(value)
+
+
+def _bool(value: Any) -> bool:
+    return value is True or str(value).lower() == "true"

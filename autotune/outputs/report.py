@@ -53,7 +53,7 @@ class OutputWriter:
 def write_outputs(study: optuna.Study, settings: SearchSettings, *, plot: bool = True
                   ) -> Winner | None:
     """Write best.yaml (when a trial ran ok), trials.csv and throughput.png into `settings.out`."""
-    from autotune.outputs.plot import plot_data, save_plot
+    from autotune.outputs.plot import plot_data, save_plot, search_clock
 
     out = settings.out
     recs = records.read_records(study)
@@ -72,8 +72,19 @@ def write_outputs(study: optuna.Study, settings: SearchSettings, *, plot: bool =
         doc["compile_artifacts"] = _copy_artifacts(winner, out)
         atomic_write_text(out / "best.yaml", yaml_header(doc) + yaml.safe_dump(doc, sort_keys=False))
     if rows and plot:
-        save_plot(plot_data(rows, unit=info.unit if info else "items"), out / "throughput.png")
+        ends, resumes = search_clock(_spans(study))
+        save_plot(plot_data(rows, unit=info.unit if info else "items",
+                            confirmation=records.read_confirmation(study),
+                            winner=winner.record.number if winner else None,
+                            ends=ends, resumes=resumes), out / "throughput.png")
     return winner
+
+
+def _spans(study: optuna.Study) -> list[tuple[int, float, float]]:
+    """(number, start, end) timestamps of the finished trials: the search's clock."""
+    return [(t.number, t.datetime_start.timestamp(), t.datetime_complete.timestamp())
+            for t in study.get_trials(deepcopy=False)
+            if t.datetime_start is not None and t.datetime_complete is not None]
 
 
 def _copy_artifacts(winner: Winner, out: Path) -> str | None:

@@ -1,63 +1,130 @@
-"""The throughput plot: its points from a pure function, then a PNG."""
+"""The study's picture: its points from pure functions (trial rows, confirmation, the clock),
+then a PNG."""
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 from typing import Any
 
-from autotune.outputs.plot import PlotData, plot_data, save_plot
+import pytest
+
+from autotune.outputs.plot import Confirmed, plot_data, save_plot, search_clock
+from autotune.outputs.table import rows_to_csv
+from autotune.study.records import ConfirmationEntry
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def row(number: int, status: str, throughput: float | None = None, *, baseline: bool = False,
-        batch_size: int = 8, amp_dtype: str = "fp32") -> dict[str, Any]:
+        batch_size: int = 8, grad_accum: int = 1, amp_dtype: str = "fp32",
+        compile: str = "none", duration: float = 10.0, allocated: float | None = None,
+        rss: float | None = 500.0) -> dict[str, Any]:
     return {"number": number, "status": status, "throughput": throughput, "baseline": baseline,
-            "batch_size": batch_size, "amp_dtype": amp_dtype}
+            "batch_size": batch_size, "grad_accum": grad_accum, "amp_dtype": amp_dtype,
+            "compile": compile, "duration_seconds": duration, "peak_allocated_mb": allocated,
+            "peak_rss_mb": rss}
 
 
 ROWS = [
     row(3, "ok", 180.0, batch_size=16),  # out of order on purpose
     row(0, "ok", 100.0, baseline=True),
-    row(1, "ok", 250.0, batch_size=32, amp_dtype="bf16"),
-    row(2, "oom", batch_size=64),
-    row(4, "timeout"),
+    row(1, "ok", 250.0, batch_size=32, amp_dtype="bf16", duration=20.0),
+    row(2, "oom", batch_size=64, duration=5.0),
+    row(4, "timeout", duration=60.0),
     row(5, "running"),
     row(6, "", batch_size=16),
 ]
 
 
-def test_plot_data() -> None:
+def entry(trial: int, runs: tuple[float, ...], median: float, *, baseline: bool = False
+          ) -> ConfirmationEntry:
+    return ConfirmationEntry(trial=trial, baseline=baseline, search_throughput=runs[0],
+                             throughputs=runs, median=median, spread=None,
+                             statuses=("ok",) * len(runs))
+
+
+def test_points_follow_the_trials_in_order_without_running_or_untold_ones() -> None:
     data = plot_data(ROWS, unit="samples")
-    assert data.unit == "samples"
-    assert data.ok == ((0, 100.0), (1, 250.0), (3, 180.0))
-    assert data.failed == ((2, "oom"), (4, "timeout"))  # running and untold trials are not failures
-    assert data.best_so_far == ((0, 100.0), (1, 250.0), (2, 250.0), (3, 250.0), (4, 250.0),
-                                (5, 250.0), (6, 250.0))
-    assert data.baseline == 100.0
-    assert data.by_batch == ((8, 100.0, "fp32"), (32, 250.0, "bf16"), (16, 180.0, "fp32"))
+    assert [p.number for p in data.points] == [0, 1, 2, 3, 4]
+    assert [p.number for p in data.ok] == [0, 1, 3]
+    assert [p.status for p in data.points] == ["ok", "ok", "oom", "ok", "timeout"]
+    assert data.points[2].throughput is None
+    # Without the study's clock, the search's time is the trials' durations summed.
+    assert [p.seconds for p in data.points] == [10.0, 30.0, 35.0, 45.0, 105.0]
+    assert data.clock == "trial durations"
+    assert data.best_so_far == ((10.0, 100.0), (30.0, 250.0), (45.0, 250.0))
 
 
-def test_plot_data_best_so_far_starts_at_the_first_ok_trial() -> None:
-    data = plot_data([row(0, "oom"), row(1, "ok", 5.0), row(2, "ok", 3.0)], unit="tokens")
-    assert data.best_so_far == ((1, 5.0), (2, 5.0))
-    assert data.baseline is None
+def test_the_baseline_keeps_its_real_trial_number() -> None:
+    # After a resume the baseline need not be trial 0.
+    rows = [row(0, "error"), row(1, "ok", 90.0), row(2, "ok", 120.0, baseline=True)]
+    assert plot_data(rows, unit="samples").baseline == (2, 120.0)
+    assert plot_data(rows[:2], unit="samples").baseline is None
 
 
-def test_plot_data_without_ok_trials() -> None:
+def test_configs_differ_in_effective_batch_dtype_and_compile() -> None:
+    # The issue's case: bs 128 x accum 2 with compile, and bs 128 without, were one dot.
+    rows = [row(0, "ok", 100.0, batch_size=128, grad_accum=2, compile="default",
+                amp_dtype="bf16"),
+            row(1, "ok", 90.0, batch_size=128)]
+    a, b = plot_data(rows, unit="samples").points
+    assert (a.effective_batch, a.batch_size, a.amp_dtype, a.compile) == (256, 128, "bf16",
+                                                                         "default")
+    assert (b.effective_batch, b.batch_size, b.amp_dtype, b.compile) == (128, 128, "fp32", "none")
+
+
+def test_memory_is_the_device_peak_when_there_is_one_else_the_hosts() -> None:
+    on_gpu = plot_data([row(0, "ok", 1.0, allocated=2048.0), row(1, "oom")], unit="samples")
+    assert on_gpu.memory == "peak allocated"
+    assert [p.peak_memory_gb for p in on_gpu.points] == [2.0, None]
+    on_cpu = plot_data([row(0, "ok", 1.0, rss=1024.0)], unit="samples")
+    assert on_cpu.memory == "peak RSS (host)" and on_cpu.points[0].peak_memory_gb == 1.0
+
+
+def test_the_winner_and_the_confirmation_runs() -> None:
+    confirmation = [entry(3, (200.0, 170.0), 185.0), entry(1, (150.0, 240.0), 195.0),
+                    entry(0, (100.0, 102.0), 101.0, baseline=True)]
+    data = plot_data(ROWS, unit="samples", confirmation=confirmation, winner=3)
+    assert data.winner == 3
+    assert [(c.trial, c.winner, c.baseline) for c in data.confirmed] == [
+        (3, True, False), (1, False, False), (0, False, True)]
+    assert data.confirmed[0].runs == (200.0, 170.0)
+    assert data.confirmed[1].spread == pytest.approx(90.0 / 195.0)
+    assert Confirmed(trial=0, runs=(5.0,), median=5.0, search=5.0, baseline=False,
+                     winner=False).spread is None
+
+
+def test_the_search_clock_counts_short_waits_and_skips_a_resume() -> None:
+    spans = [(0, 1000.0, 1010.0), (1, 1012.0, 1020.0),  # a 2 s wait between trials: counted
+             (2, 5000.0, 5030.0),                        # the study resumed hours later
+             (3, 5029.0, 5040.0)]                        # overlapping (another process)
+    ends, resumes = search_clock(spans)
+    assert ends == {0: 10.0, 1: 20.0, 2: 50.0, 3: 60.0}
+    assert resumes == (20.0,)
+    data = plot_data([row(n, "ok", 10.0 * (n + 1)) for n in range(4)], unit="samples",
+                     ends=ends, resumes=resumes)
+    assert [p.seconds for p in data.points] == [10.0, 20.0, 50.0, 60.0]
+    assert data.clock == "wall-clock" and data.resumes == (20.0,)
+
+
+def test_rows_read_back_from_trials_csv_give_the_same_points(tmp_path: Path) -> None:
+    text = rows_to_csv([{**r, "state": "COMPLETE"} for r in ROWS])
+    read = list(csv.DictReader(text.splitlines()))
+    assert plot_data(read, unit="samples") == plot_data(ROWS, unit="samples")
+
+
+def test_without_ok_trials() -> None:
     data = plot_data([row(0, "error"), row(1, "crashed")], unit="samples")
-    assert data == PlotData(unit="samples", ok=(), failed=((0, "error"), (1, "crashed")),
-                            best_so_far=(), baseline=None, by_batch=())
+    assert data.ok == () and data.best_so_far == () and data.baseline is None
+    assert [p.status for p in data.points] == ["error", "crashed"]
 
 
-def test_save_plot_writes_a_png(tmp_path: Path) -> None:
+@pytest.mark.parametrize("rows", [ROWS, [row(0, "oom")], []], ids=["mixed", "all-oom", "none"])
+def test_save_plot_writes_a_png(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
     path = tmp_path / "throughput.png"
-    save_plot(plot_data(ROWS, unit="samples"), path)
+    confirmation = [entry(3, (200.0, 170.0), 185.0), entry(0, (99.0, 101.0), 100.0,
+                                                          baseline=True)]
+    save_plot(plot_data(rows, unit="samples", confirmation=confirmation, winner=3), path)
     assert path.read_bytes()[:8] == PNG_SIGNATURE
     assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
-
-
-def test_save_plot_without_ok_trials(tmp_path: Path) -> None:
-    path = tmp_path / "throughput.png"
-    save_plot(plot_data([row(0, "oom")], unit="samples"), path)
-    assert path.read_bytes()[:8] == PNG_SIGNATURE

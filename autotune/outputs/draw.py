@@ -1,0 +1,242 @@
+"""Draw `PlotData` into throughput.png: four panels, one encoding of a config throughout.
+
+Colour is the AMP dtype, marker shape the compile mode, a hollow marker an accumulated batch
+(grad_accum > 1): two configs that differ in any of these never look like one dot.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+from autotune.contract.files import atomic_write_bytes
+from autotune.contract.fmt import human
+from autotune.outputs.plot import PlotData, Point
+
+__all__ = ["draw"]
+
+DTYPE_COLOURS = {"fp32": "tab:blue", "tf32": "tab:cyan", "bf16": "tab:orange",
+                 "fp16": "tab:purple"}
+COMPILE_MARKERS = {"none": "o", "default": "s", "reduce-overhead": "^", "max-autotune": "D",
+                   "max-autotune-no-cudagraphs": "v"}
+FAILED_COLOURS = {"oom": "tab:red", "timeout": "tab:orange", "nan": "tab:purple",
+                  "interrupted": "tab:gray"}
+WINNER, BASELINE = "gold", "dimgray"
+
+
+def draw(data: PlotData, path: Path) -> None:
+    """Render the four panels into a PNG at `path`, written atomically."""
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise ImportError("the throughput plot needs matplotlib: pip install matplotlib") from exc
+    matplotlib.use("Agg")  # files only; no display needed
+    import matplotlib.pyplot as plt
+
+    from matplotlib.ticker import FuncFormatter
+
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    _over_time(axes[0][0], data)
+    _confirmation(axes[0][1], data)
+    _by_batch(axes[1][0], data)
+    _memory(axes[1][1], data)
+    for ax in (axes[0][0], axes[0][1], axes[1][0]):  # rates as 416k, not 416000
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: human(v) if v else "0"))
+    fig.suptitle(_title(data), fontsize=11)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def _title(data: PlotData) -> str:
+    ran = sum(1 for p in data.points if p.status == "ok")
+    text = f"{len(data.points)} trials, {ran} ran ok"
+    win = next((p for p in data.points if p.number == data.winner), None)
+    if win is None or win.throughput is None:
+        return text
+    confirmed = next((c for c in data.confirmed if c.winner and c.median), None)
+    value = confirmed.median if confirmed else win.throughput
+    how = "median of its confirmation runs" if confirmed else "search measurement"
+    text += f" · winner: trial {win.number}, {human(value)} {data.unit}/s ({how})"
+    base = next((c.median for c in data.confirmed if c.baseline and c.median), None) \
+        if confirmed else (data.baseline[1] if data.baseline else None)
+    if base and data.baseline:
+        text += f", {value / base:.2f}x the baseline (trial {data.baseline[0]})"
+    return text
+
+
+def _over_time(ax: Any, data: PlotData) -> None:
+    minutes = max((p.seconds for p in data.points), default=0.0) > 600
+    scale = 60.0 if minutes else 1.0
+    ok = [p for p in data.points if p.status == "ok" and p.throughput is not None]
+    pruned = [p for p in data.points if p.status == "pruned" and p.throughput is not None]
+    if ok:
+        ax.scatter([p.seconds / scale for p in ok], [p.throughput for p in ok], s=26,
+                   color="tab:blue", label="trial", zorder=3)
+    if pruned:
+        ax.scatter([p.seconds / scale for p in pruned], [p.throughput for p in pruned], s=26,
+                   facecolors="none", edgecolors="tab:gray", label="pruned (partial rate)",
+                   zorder=3)
+    if data.best_so_far:
+        xs, ys = zip(*data.best_so_far)
+        last = max(p.seconds for p in data.points)
+        ax.step([x / scale for x in (*xs, last)], [*ys, ys[-1]], where="post",
+                color="tab:green", label="best so far")
+    if data.baseline is not None:
+        ax.axhline(data.baseline[1], color=BASELINE, linestyle="--",
+                   label=f"baseline (trial {data.baseline[0]})")
+    for status in sorted({p.status for p in data.points} - {"ok", "pruned"}):
+        xs = [p.seconds / scale for p in data.points if p.status == status]
+        ax.scatter(xs, [0] * len(xs), marker="x", color=FAILED_COLOURS.get(status, "black"),
+                   label=status, zorder=4, clip_on=False)
+    for i, resume in enumerate(data.resumes):
+        ax.axvline(resume / scale, color="tab:gray", linestyle=":",
+                   label="study resumed" if i == 0 else None)
+    win = next((p for p in ok if p.number == data.winner), None)
+    if win is not None:
+        ax.scatter([win.seconds / scale], [win.throughput], marker="*", s=260, color=WINNER,
+                   edgecolors="black", linewidths=0.6, label=f"winner (trial {win.number})",
+                   zorder=5)
+    if len(ok) + len(pruned) <= 40:  # numbers to find a point in trials.csv
+        for p in ok + pruned:
+            ax.annotate(str(p.number), (p.seconds / scale, p.throughput), fontsize=7,
+                        xytext=(4, 3), textcoords="offset points", color="dimgray")
+    unit = "min" if minutes else "s"
+    how = "wall-clock" if data.clock == "wall-clock" else "trial durations summed"
+    ax.set_xlabel(f"search time, {unit} ({how}; each trial at its end)")
+    ax.set_ylabel(f"{data.unit}/s")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.set_title("What the search's time bought")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best", fontsize=7)
+    ax.grid(alpha=0.3)
+
+
+def _confirmation(ax: Any, data: PlotData) -> None:
+    ax.set_title("Confirmation: fresh re-runs of the leaders and the baseline")
+    ax.set_ylabel(f"{data.unit}/s")
+    ax.grid(alpha=0.3, axis="y")
+    if not data.confirmed:
+        ax.text(0.5, 0.5, "no confirmation runs\n(--confirm 0, stopped early, or stale after "
+                "new trials)", ha="center", va="center", transform=ax.transAxes, color="dimgray")
+        ax.set_xticks([])
+        return
+    for i, c in enumerate(data.confirmed):
+        colour = WINNER if c.winner else BASELINE if c.baseline else "tab:blue"
+        if c.runs:
+            ax.vlines(i, min(c.runs), max(c.runs), color=colour, linewidth=2, alpha=0.6)
+            ax.scatter([i] * len(c.runs), c.runs, s=30, color=colour, edgecolors="black",
+                       linewidths=0.5, zorder=3, label="run" if i == 0 else None)
+        if c.median:
+            ax.hlines(c.median, i - 0.25, i + 0.25, color="black", linewidth=1.5,
+                      label="median" if i == 0 else None)
+        ax.scatter([i + 0.3], [c.search], marker="D", s=28, facecolors="none",
+                   edgecolors="tab:gray", zorder=3, label="search measured" if i == 0 else None)
+        if c.spread is not None:
+            ax.annotate(f"spread {c.spread:.0%}", (i, max(c.runs)), fontsize=7, ha="center",
+                        xytext=(0, 6), textcoords="offset points")
+    ax.set_xticks(range(len(data.confirmed)),
+                  [f"trial {c.trial}" + ("\nwinner" if c.winner else "\nbaseline" if c.baseline
+                                         else "") for c in data.confirmed], fontsize=8)
+    ax.set_xlim(-0.6, len(data.confirmed) - 0.4)
+    top = max((v for c in data.confirmed for v in (*c.runs, c.search)), default=1.0)
+    ax.set_ylim(0, 1.12 * top)  # room for the spread labels
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best", fontsize=7)
+
+
+def _configs(ax: Any, points: list[Point], x: Any, y: Any) -> None:
+    """Points in the one encoding: colour = dtype, marker = compile, hollow = accumulated."""
+    for p in points:
+        colour = DTYPE_COLOURS.get(p.amp_dtype, "black")
+        ax.scatter([x(p)], [y(p)], s=34, marker=COMPILE_MARKERS.get(p.compile, "P"),
+                   facecolors="none" if p.grad_accum > 1 else colour, edgecolors=colour,
+                   linewidths=1.3, zorder=3)
+
+
+def _legend(ax: Any, data: PlotData, points: list[Point], *, oom: bool = False) -> None:
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], marker="o", linestyle="", color=DTYPE_COLOURS.get(d, "black"),
+                      label=d) for d in sorted({p.amp_dtype for p in points})]
+    handles += [Line2D([], [], marker=COMPILE_MARKERS.get(c, "P"), linestyle="", color="black",
+                       label=f"compile {c}") for c in sorted({p.compile for p in points})]
+    if any(p.grad_accum > 1 for p in points):
+        handles.append(Line2D([], [], marker="o", linestyle="", markerfacecolor="none",
+                              color="black", label="hollow: grad_accum > 1"))
+    if any(p.number == data.winner for p in points):
+        handles.append(Line2D([], [], marker="o", markersize=12, linestyle="",
+                              markerfacecolor="none", markeredgecolor=WINNER,
+                              markeredgewidth=2.5, label=f"winner (trial {data.winner})"))
+    if oom:
+        handles.append(Line2D([], [], marker="x", linestyle="", color=FAILED_COLOURS["oom"],
+                              label="out of memory"))
+    ax.legend(handles=handles, fontsize=7, loc="best")
+
+
+def _mark(ax: Any, data: PlotData, points: list[Point], x: Any, y: Any) -> None:
+    """A ring around the winner (its own marker stays readable) and each trial's number."""
+    for p in points:
+        if p.number == data.winner:
+            ax.scatter([x(p)], [y(p)], marker="o", s=300, facecolors="none", edgecolors=WINNER,
+                       linewidths=2.5, zorder=2)
+        if len(points) <= 40:
+            ax.annotate(str(p.number), (x(p), y(p)), fontsize=7, xytext=(5, 3),
+                        textcoords="offset points", color="dimgray")
+
+
+def _log2_batches(ax: Any, values: list[int]) -> None:
+    """A log2 axis with a tick at each batch size, all of `values` in view (OOM marks too)."""
+    from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
+
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(sorted(set(values))))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_locator(NullLocator())
+    lo, hi = min(values), max(values)
+    ax.set_xlim(lo / 2**0.5, hi * 2**0.5)
+
+
+def _by_batch(ax: Any, data: PlotData) -> None:
+    ok = [p for p in data.points if p.status == "ok" and p.throughput is not None]
+    ax.set_title("Throughput against the effective batch (batch_size x grad_accum)")
+    ax.set_xlabel("effective batch")
+    ax.set_ylabel(f"{data.unit}/s")
+    ax.grid(alpha=0.3)
+    if not ok:
+        return
+    _mark(ax, data, ok, lambda p: p.effective_batch, lambda p: p.throughput)
+    _configs(ax, ok, lambda p: p.effective_batch, lambda p: p.throughput)
+    _log2_batches(ax, [p.effective_batch for p in ok])
+    if len({p.effective_batch for p in ok}) == 1:
+        ax.text(0.02, 0.02, f"every trial kept the effective batch of {ok[0].effective_batch}: "
+                "the micro-batch is on the right", transform=ax.transAxes, fontsize=7,
+                color="dimgray")
+    ax.set_ylim(bottom=0)
+    _legend(ax, data, ok)
+
+
+def _memory(ax: Any, data: PlotData) -> None:
+    # A failed trial's peak says how far it got, not what its config needs.
+    ran = [p for p in data.points if p.peak_memory_gb is not None
+           and p.status in ("ok", "pruned")]
+    oom = [p for p in data.points if p.status == "oom"]
+    ax.set_title(f"{data.memory[0].upper()}{data.memory[1:]} memory against the micro-batch")
+    ax.set_xlabel("batch_size (micro-batch)")
+    ax.set_ylabel("GiB")
+    ax.grid(alpha=0.3)
+    if ran:
+        _mark(ax, data, ran, lambda p: p.batch_size, lambda p: p.peak_memory_gb)
+        _configs(ax, ran, lambda p: p.batch_size, lambda p: p.peak_memory_gb)
+        ax.set_ylim(bottom=0)
+        _legend(ax, data, ran, oom=bool(oom))
+    if oom:  # at the top: the batch did not fit, whatever it would have needed
+        ax.scatter([p.batch_size for p in oom], [0.97] * len(oom), marker="x", s=40,
+                   color=FAILED_COLOURS["oom"], transform=ax.get_xaxis_transform(),
+                   clip_on=False, zorder=4)
+    if ran or oom:
+        _log2_batches(ax, [p.batch_size for p in ran + oom])
