@@ -124,6 +124,7 @@ def _confirmation(ax: Any, data: PlotData) -> None:
         ax.text(0.5, 0.5, "no confirmation runs\n(--confirm 0, stopped early, or stale after "
                 "new trials)", ha="center", va="center", transform=ax.transAxes, color="dimgray")
         ax.set_xticks([])
+        ax.set_yticks([])
         return
     for i, c in enumerate(data.confirmed):
         colour = WINNER if c.winner else BASELINE if c.baseline else "tab:blue"
@@ -189,6 +190,20 @@ def _mark(ax: Any, data: PlotData, points: list[Point], x: Any, y: Any) -> None:
                         textcoords="offset points", color="dimgray")
 
 
+def _dodge(points: list[Point], x: Any) -> dict[int, float]:
+    """Each trial's x, spread a little around its batch size when several share it (in trial
+    order), so that configs of one batch size do not hide each other."""
+    groups: dict[int, list[Point]] = {}
+    for p in points:
+        groups.setdefault(x(p), []).append(p)
+    out: dict[int, float] = {}
+    for value, group in groups.items():
+        step = min(0.06, 0.5 / len(group))  # in octaves: the group stays within +-1/4 octave
+        for i, p in enumerate(sorted(group, key=lambda p: p.number)):
+            out[p.number] = value * 2 ** ((i - (len(group) - 1) / 2) * step)
+    return out
+
+
 def _log2_batches(ax: Any, values: list[int]) -> None:
     """A log2 axis with a tick at each batch size, all of `values` in view (OOM marks too)."""
     from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
@@ -209,14 +224,15 @@ def _by_batch(ax: Any, data: PlotData) -> None:
     ax.grid(alpha=0.3)
     if not ok:
         return
-    _mark(ax, data, ok, lambda p: p.effective_batch, lambda p: p.throughput)
-    _configs(ax, ok, lambda p: p.effective_batch, lambda p: p.throughput)
+    xs = _dodge(ok, lambda p: p.effective_batch)
+    _mark(ax, data, ok, lambda p: xs[p.number], lambda p: p.throughput)
+    _configs(ax, ok, lambda p: xs[p.number], lambda p: p.throughput)
     _log2_batches(ax, [p.effective_batch for p in ok])
     if len({p.effective_batch for p in ok}) == 1:
         ax.text(0.02, 0.02, f"every trial kept the effective batch of {ok[0].effective_batch}: "
                 "the micro-batch is on the right", transform=ax.transAxes, fontsize=7,
                 color="dimgray")
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, 1.08 * max(p.throughput for p in ok))  # room for the trial numbers
     _legend(ax, data, ok)
 
 
@@ -230,9 +246,10 @@ def _memory(ax: Any, data: PlotData) -> None:
     ax.set_ylabel("GiB")
     ax.grid(alpha=0.3)
     if ran:
-        _mark(ax, data, ran, lambda p: p.batch_size, lambda p: p.peak_memory_gb)
-        _configs(ax, ran, lambda p: p.batch_size, lambda p: p.peak_memory_gb)
-        ax.set_ylim(bottom=0)
+        xs = _dodge(ran, lambda p: p.batch_size)
+        _mark(ax, data, ran, lambda p: xs[p.number], lambda p: p.peak_memory_gb)
+        _configs(ax, ran, lambda p: xs[p.number], lambda p: p.peak_memory_gb)
+        ax.set_ylim(0, 1.1 * max(p.peak_memory_gb for p in ran))
         _legend(ax, data, ran, oom=bool(oom))
     if oom:  # at the top: the batch did not fit, whatever it would have needed
         ax.scatter([p.batch_size for p in oom], [0.97] * len(oom), marker="x", s=40,
