@@ -39,6 +39,7 @@ MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 def torchvision() -> Any:
     try:
         import torchvision as tv
+        import torchvision.transforms.v2  # a subpackage: `import torchvision` does not load it
     except Exception as exc:  # ImportError, or a torchvision built for another torch
         raise ImportError(
             "adapters/vision.py needs torchvision built for this torch "

@@ -71,6 +71,9 @@ class TrialRequest:
     number: int = 0
     diagnose: bool = True
     """After measuring, time the loader alone and the model alone to classify the bottleneck."""
+    diagnose_from: float | None = None
+    """Diagnose only when the measured throughput reaches this (a fraction of the best so far):
+    the search follows the best trial's diagnosis, and a slower trial's costs seconds."""
     check_env: bool = True
     """Verify the allocator environment reached this process (off for the in-process twin)."""
     save_compile_artifacts: bool = False
@@ -85,6 +88,7 @@ class TrialRequest:
             "measure": dataclasses.asdict(self.measure),
             "number": self.number,
             "diagnose": self.diagnose,
+            "diagnose_from": self.diagnose_from,
             "check_env": self.check_env,
             "save_compile_artifacts": self.save_compile_artifacts,
         }
@@ -98,6 +102,7 @@ class TrialRequest:
             measure=MeasureSettings(**data["measure"]),
             number=data["number"],
             diagnose=data["diagnose"],
+            diagnose_from=data.get("diagnose_from"),
             check_env=data["check_env"],
             save_compile_artifacts=data.get("save_compile_artifacts", False),
         )

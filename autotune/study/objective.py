@@ -19,6 +19,10 @@ from autotune.study.runner import Runner
 
 __all__ = ["Objective", "Outcome"]
 
+# A trial below this fraction of the best so far is not diagnosed (it cannot become the best
+# whose diagnosis the ladder follows, even allowing for search-phase noise).
+DIAGNOSE_FROM = 0.9
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Outcome:
@@ -70,10 +74,17 @@ class Objective:
                 status=Status.OOM, reason=f"not run: implied by trial {wall.number}, which ran "
                 f"out of memory at batch_size={wall.config.batch_size}"))  # type: ignore[union-attr]
         request = TrialRequest(adapter=str(self.adapter), config=config, device=self.device,
-                               measure=self.measure, number=number)
+                               measure=self.measure, number=number,
+                               diagnose_from=self.diagnose_from())
         result = self.runner.run(request, self.out / "trials" / str(number), timeout=limit,
                                  on_event=on_event)
         return Outcome(result=result)
+
+    def diagnose_from(self) -> float | None:
+        """The rate a trial must reach to be diagnosed: the search acts on the best trial's
+        diagnosis only, so one clearly slower than the best skips it (1.5-12 s on an H100)."""
+        best = max((r.value for r in self.finished() if r.ok and r.value), default=None)
+        return None if best is None else DIAGNOSE_FROM * best
 
     def memory_wall(self, config: TrainConfig) -> TrialRecord | None:
         """A finished trial that ran out of memory at this batch size or a smaller one, with

@@ -119,7 +119,7 @@ def run_trial(request: TrialRequest, events: Path | None = None,
             facts.update(_compile_cache_counts())
             if request.save_compile_artifacts and events is not None:
                 facts["compile_artifacts"] = _save_compile_artifacts(events.parent)
-        if request.diagnose:
+        if request.diagnose and m.throughput >= (request.diagnose_from or 0.0):
             phases.enter(Phase.DIAGNOSIS)
             facts.update(_diagnose(step, m, settings.prefetch_batches,
                                    cpu_busy_fraction=getattr(facts["host_cpu"], "busy_fraction",

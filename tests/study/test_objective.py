@@ -147,3 +147,22 @@ def test_an_implied_oom_is_no_wall_of_its_own(tmp_path: Path) -> None:
     outcome = objective(tmp_path, runner, [record(2, TrainConfig(batch_size=32), implied)])(
         3, TrainConfig(batch_size=64), limit=60.0)
     assert outcome.result.status is Status.OK and len(runner.requests) == 1
+
+
+# -- diagnosis only where it can matter ----------------------------------------------------------
+
+
+def test_a_trial_is_diagnosed_only_if_it_comes_near_the_best(tmp_path: Path) -> None:
+    runner = FakeRunner()
+    finished = [record(0, TrainConfig(batch_size=8), TrialResult(status=Status.OK, throughput=1000.0)),
+                record(1, TrainConfig(batch_size=32), OOM)]
+    objective(tmp_path, runner, finished)(2, TrainConfig(batch_size=16), limit=60.0)
+    (request,) = runner.requests
+    assert request.diagnose_from == pytest.approx(900.0)
+    assert TrialRequest.from_dict(request.to_dict()) == request
+
+
+def test_the_first_trial_is_always_diagnosed(tmp_path: Path) -> None:
+    runner = FakeRunner()
+    objective(tmp_path, runner)(0, TrainConfig(batch_size=16), limit=60.0)
+    assert runner.requests[0].diagnose_from is None
