@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 import autotune
-from autotune.trial.measure import relative_spread
+from autotune.contract.stats import relative_spread
 from autotune.study.runner import SubprocessRunner
 from autotune.contract.request import TrialRequest
 
@@ -68,7 +68,7 @@ def main() -> int:
     values = [r.throughput for r in estimates]
     median = statistics.median(values)
     error = (median - reference["throughput"]) / reference["throughput"]
-    fp = estimates[0].extra.get("fingerprint", {})
+    fp = estimates[0].fingerprint
     summary = {
         "adapter": args.adapter,
         "config": args.config,
@@ -78,9 +78,9 @@ def main() -> int:
         "estimate_spread": relative_spread(values),
         "long_run": reference,
         "relative_error": error,
-        "device": fp.get("gpu") or fp.get("cpu_model"),
-        "torch": fp.get("torch"),
-        "date": fp.get("date"),
+        "device": fp and (fp.gpu or fp.cpu_model),
+        "torch": fp and fp.torch,
+        "date": fp and fp.date,
     }
     print(f"long run: {reference['throughput']:,.0f} {unit}/s over {reference['seconds']:.0f} s "
           f"({reference['steps']} steps)")
