@@ -324,6 +324,21 @@ def test_search_writes_every_output(mlp_study: tuple[Path, Path, Any]) -> None:
 
 
 @pytest.mark.slow
+def test_piped_output_is_plain_unwrapped_lines_and_ends_with_the_table(
+        mlp_study: tuple[Path, Path, Any]) -> None:
+    out, _, proc = mlp_study
+    assert proc.returncode == 0, failure(proc)
+    lines = proc.stdout.splitlines()
+    # rich wrapped this at 80 columns mid-phrase when piped.
+    assert lines[0] == ("autotune search adapter=adapters/mlp.py device=cpu study='mlp' "
+                        "(0 trial(s) done before)")
+    assert "\x1b[" not in proc.stdout
+    table = next(i for i, line in enumerate(lines) if "mlp: top" in line)
+    assert any(line.startswith("best: trial #") for line in lines[:table])
+    assert lines[-1] == f"wrote {out}/best.yaml, {out}/trials.csv, {out}/throughput.png"
+
+
+@pytest.mark.slow
 def test_best_yaml_round_trips_and_beats_the_baseline(mlp_study: tuple[Path, Path, Any]) -> None:
     out, _, proc = mlp_study
     assert proc.returncode == 0, failure(proc)

@@ -30,8 +30,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from autotune.adapter import load_adapter
     from autotune.contract.config import read_config
     from autotune.contract.fmt import human
@@ -39,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from autotune.contract.request import MeasureSettings
     from autotune.contract.result import Fingerprint
     from autotune.lab import lab_rows, run_lab, save, summarize, to_markdown
+    from autotune.outputs.display import make_console
     from autotune.study.runner import SubprocessRunner
 
     device = resolve_device(args.device)
@@ -47,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or Path("results") / f"{args.adapter.stem}-lab"
     check_writable(out)
     rows = lab_rows(adapter, device=device, cpus=available_cpus(), tuned=tuned)
-    console = Console()
+    console = make_console()  # piped: lines unwrapped
     console.print(f"[bold]autotune lab[/] {args.adapter} on {device}: {len(rows)} rows x "
                   f"{args.repeats} repeats, each a fresh process")
     for row in rows:

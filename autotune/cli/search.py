@@ -133,6 +133,10 @@ def run(args: argparse.Namespace) -> int:
     finally:
         runner.close()
         writer.finish(search.study)
+    if display.plain:  # piped or logged: the run ends with the table `autotune show` prints
+        from autotune.outputs.show import show
+
+        show(out, console=display.console)
     if winner is None:
         return 1
     if winner.record.config is not None:

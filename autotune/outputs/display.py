@@ -1,9 +1,14 @@
-"""Live progress of a search with `rich`: trial i of N, current best, each finished trial."""
+"""Live progress of a search with `rich`: trial i of N, current best, each finished trial.
+
+In a terminal a status line stays live at the bottom, naming the running trial's phase. Piped
+or logged (stdout not a terminal), output is plain lines that are never wrapped (rich would
+wrap at 80 columns mid-phrase) and no live line.
+"""
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import IO, Any
 
 from rich.console import Console
 from rich.live import Live
@@ -11,11 +16,31 @@ from rich.text import Text
 
 from autotune.contract.config import TrainConfig
 from autotune.contract.fmt import human
+from autotune.contract.phases import Phase
+from autotune.contract.result import Status, TrialResult
 from autotune.study.confirm import Candidate
 from autotune.study.winner import Winner
-from autotune.contract.result import Status, TrialResult
 
-__all__ = ["QuietListener", "RichDisplay"]
+__all__ = ["QuietListener", "RichDisplay", "make_console"]
+
+PLAIN_WIDTH = 160
+"""Columns for tables when not in a terminal (lines themselves are never wrapped there)."""
+
+# What the status line says a trial is doing in each phase (contract/phases.py).
+_DOING = {Phase.START.value: "starting", Phase.IMPORT.value: "importing torch and the adapter",
+          Phase.MODEL.value: "building the model", Phase.DATASET.value: "building the dataset "
+          "and loader", Phase.FIRST_BATCH.value: "waiting for the first batch",
+          Phase.WARMUP.value: "warming up", Phase.WINDOWS.value: "timing windows",
+          Phase.DIAGNOSIS.value: "diagnosing: the loader alone, the model alone"}
+
+
+def make_console(file: IO[str] | None = None) -> Console:
+    """A console for `file` (stdout): rich's own in a terminal; elsewhere one that never wraps
+    a line and draws tables wide enough for their rows."""
+    console = Console(file=file)
+    if console.is_terminal:
+        return console
+    return Console(file=file, soft_wrap=True, width=PLAIN_WIDTH)
 
 _STYLE = {Status.OK: "green", Status.OOM: "red", Status.TIMEOUT: "yellow", Status.NAN: "magenta",
           Status.ERROR: "red", Status.CRASHED: "red", Status.INTERRUPTED: "yellow"}
@@ -37,7 +62,9 @@ class RichDisplay:
     """A status line kept live at the bottom; one printed line per finished trial above it."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console()
+        self.console = console or make_console()
+        self.plain = not self.console.is_terminal
+        """Piped or logged: no live status line."""
         self.live: Live | None = None
         self.start = time.monotonic()
         self.total = 0
@@ -50,6 +77,9 @@ class RichDisplay:
         self.current_start = 0.0
         self.last_window: float | None = None
         self.windows = 0
+        self.phase = Phase.START.value
+        self.phase_start = 0.0
+        self.compiling = False
 
     def __rich__(self) -> Text:
         elapsed = _clock(time.monotonic() - self.start)
@@ -59,10 +89,15 @@ class RichDisplay:
             if self.baseline:
                 text.append(f" ({self.best[1] / self.baseline:.2f}x baseline)")
         if self.current:
-            phase = (f"window {self.windows}: {human(self.last_window)}/s" if self.windows
-                     else "starting, compiling, warming up")
-            text.append(f"\n  running {self.current} [{phase}, "
-                        f"{time.monotonic() - self.current_start:.0f} s]", style="dim")
+            now = time.monotonic()
+            doing = _DOING.get(self.phase, self.phase)
+            if self.phase == Phase.WARMUP and self.compiling:
+                doing = "compiling (the first step)"
+            elif self.phase == Phase.WINDOWS and self.windows:
+                doing = f"window {self.windows}: {human(self.last_window)}/s"
+            text.append(f"\n  running {self.current} [{self.phase} "
+                        f"{now - self.phase_start:.0f} s: {doing}; trial "
+                        f"{now - self.current_start:.0f} s]", style="dim")
         return text
 
     def started(self, settings: Any, done: int, unit: str) -> None:
@@ -74,18 +109,26 @@ class RichDisplay:
             f"study={settings.study_name!r} ({done} trial(s) done before)\n"
             f"  outputs in {settings.out}/ · storage {settings.storage}"
         )
-        self.live = Live(self, console=self.console, refresh_per_second=4, transient=True)
-        self.live.start()
+        if not self.plain:
+            self.live = Live(self, console=self.console, refresh_per_second=4, transient=True)
+            self.live.start()
 
     def trial_started(self, number: int, config: TrainConfig, limit: float) -> None:
         self.config_text = config.describe()
         self.current = f"#{number} {self.config_text} (limit {limit:.0f} s)"
-        self.current_start = time.monotonic()
+        self.current_start = self.phase_start = time.monotonic()
+        self.phase = Phase.START.value
+        self.compiling = config.compile != "none"
         self.windows = 0
         self.last_window = None
 
     def trial_event(self, number: int, event: dict[str, Any]) -> None:
-        if event.get("event") == "window":
+        if event.get("event") == "phase" and event.get("phase"):
+            self.phase = str(event["phase"])
+            self.phase_start = time.monotonic()
+        elif event.get("event") == "first_step":  # compiling happens in the first step
+            self.compiling = False
+        elif event.get("event") == "window":
             self.windows += 1
             self.last_window = event.get("throughput")
 

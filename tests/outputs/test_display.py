@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from autotune import Status, TrainConfig, TrialResult
-from autotune.outputs.display import QuietListener, RichDisplay
+from autotune.outputs.display import QuietListener, RichDisplay, make_console
 from autotune.study.confirm import Candidate
 from autotune.study.records import ConfirmationEntry, TrialRecord
 from autotune.study.search import SearchSettings
@@ -90,17 +90,23 @@ def status_line(display: RichDisplay) -> str:
     return " ".join(text.plain.split())
 
 
-def test_status_line_follows_the_running_trial_and_the_best(tmp_path: Path) -> None:
+def test_status_line_follows_the_running_trial_its_phase_and_the_best() -> None:
     display = RichDisplay(console())
     display.total = 5
     display.trial_started(2, FAST, 120.0)
     assert "trial 1/5" in status_line(display)
-    assert "running #2 bs=32 workers=2 bf16 (limit 120 s) [starting, compiling, warming up" \
+    assert "running #2 bs=32 workers=2 bf16 (limit 120 s) [start 0 s: starting; trial 0 s]" \
         in status_line(display)
+    display.trial_event(2, {"event": "phase", "phase": "first_batch"})
+    assert "[first_batch 0 s: waiting for the first batch;" in status_line(display)
     display.trial_event(2, {"event": "phase", "phase": "warmup"})
+    assert "[warmup 0 s: warming up;" in status_line(display)
+    display.trial_event(2, {"event": "phase", "phase": "windows"})
     display.trial_event(2, {"event": "window", "throughput": 1500.0})
     display.trial_event(2, {"event": "window", "throughput": 1600.0})
-    assert "[window 2: 1.6k/s" in status_line(display)
+    assert "[windows 0 s: window 2: 1.6k/s;" in status_line(display)
+    display.trial_event(2, {"event": "phase", "phase": "diagnosis"})
+    assert "[diagnosis 0 s: diagnosing: the loader alone, the model alone;" in status_line(display)
     display.trial_finished(2, TrialResult(status=Status.OK, throughput=1600.0),
                            winner(2, 1600.0, 800.0))
     line = status_line(display)
@@ -108,24 +114,66 @@ def test_status_line_follows_the_running_trial_and_the_best(tmp_path: Path) -> N
     assert "running" not in line
 
 
+def test_status_line_says_compiling_until_the_first_step_is_done() -> None:
+    display = RichDisplay(console())
+    display.trial_started(0, TrainConfig(batch_size=8, compile="default"), 60.0)
+    display.trial_event(0, {"event": "phase", "phase": "warmup"})
+    assert "[warmup 0 s: compiling (the first step);" in status_line(display)
+    display.trial_event(0, {"event": "first_step", "seconds": 20.0})
+    assert "[warmup 0 s: warming up;" in status_line(display)
+
+
+# -- piped or logged: plain lines ------------------------------------------------------------------------
+
+
+def test_piped_output_is_never_wrapped_and_has_no_live_line(tmp_path: Path) -> None:
+    out = io.StringIO()
+    display = RichDisplay(make_console(file=out))
+    assert display.plain and not display.console.is_terminal
+    long = TrainConfig(batch_size=32, grad_accum=2, num_workers=8, prefetch_factor=4,
+                       pin_memory=True, persistent_workers=True, amp_dtype="bf16",
+                       compile="reduce-overhead", checkpoint=0.5, expandable_segments=True)
+    display.started(settings(tmp_path), 0, "samples")
+    assert display.live is None
+    display.trial_started(7, long, 300.0)
+    display.trial_finished(7, TrialResult(status=Status.OK, throughput=2400.0, converged=True,
+                                          duration_seconds=40.0), None)
+    display.finished(None)
+    lines = out.getvalue().splitlines()
+    trial_line = next(line for line in lines if line.startswith("#7"))
+    assert len(trial_line) > 80 and trial_line.endswith("[40 s]")  # one line, not wrapped
+    assert trial_line.split("samples/s")[1].strip().startswith(long.describe())
+    assert "\x1b[" not in out.getvalue()  # no terminal codes
+
+
+def test_a_terminal_gets_rich_console_and_the_live_line(tmp_path: Path) -> None:
+    display = RichDisplay(Console(file=io.StringIO(), force_terminal=True, width=100))
+    assert not display.plain
+    display.started(settings(tmp_path), 0, "samples")
+    try:
+        assert display.live is not None
+    finally:
+        display.finished(None)
+    assert display.live is None
+
+
 # -- the search's start and end ----------------------------------------------------------------------
+
+
+def settings(tmp_path: Path) -> SearchSettings:
+    return SearchSettings(adapter=Path("adapters/mlp.py"), space_source="cpu.yaml",
+                          device="cpu", out=tmp_path / "out", storage=str(tmp_path / "s.db"),
+                          study_name="mlp", trials=5)
 
 
 def test_started_and_finished(tmp_path: Path) -> None:
     display = RichDisplay(console())
-    settings = SearchSettings(adapter=Path("adapters/mlp.py"), space_source="cpu.yaml",
-                              device="cpu", out=tmp_path / "out",
-                              storage=str(tmp_path / "s.db"), study_name="mlp", trials=5)
-    display.started(settings, 2, "samples")
-    try:
-        assert display.live is not None
-        text = printed(display)
-        assert "autotune search adapter=adapters/mlp.py device=cpu study='mlp'" in text
-        assert "(2 trial(s) done before)" in text
-        assert display.total == 5 and display.done == 2 and display.unit == "samples"
-    finally:
-        display.finished(winner(3, 2400.0, 800.0))
-    assert display.live is None
+    display.started(settings(tmp_path), 2, "samples")
+    text = printed(display)
+    assert "autotune search adapter=adapters/mlp.py device=cpu study='mlp'" in text
+    assert "(2 trial(s) done before)" in text
+    assert display.total == 5 and display.done == 2 and display.unit == "samples"
+    display.finished(winner(3, 2400.0, 800.0))
     assert "best: trial #3, 2.4k samples/s, 3.00x the baseline (" in printed(display)
 
 
