@@ -102,6 +102,11 @@ class Diagnosis:
     """Share of a compute step's wall time with a kernel running (CUDA only)."""
     cpu_busy_fraction: float | None = None
     """Share of all CPU time spent working during the timed windows (Linux only)."""
+    unreliable: str = ""
+    """The rates that contradict the end-to-end rate, in words (a model alone slower than
+    model and loader together; a loader slower than the step that never waited for it): they
+    were re-measured once, still disagreed, and are not used for the verdict. "" when the
+    rates agree."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.verdict, Verdict):

@@ -4,6 +4,12 @@ Three numbers beside the trial's throughput: the DataLoader's own rate (batches 
 model), the compute rate (one batch kept on the device, no loader) and, on CUDA, the fraction of
 a compute step the GPU spends in kernels. Measuring is done in the trial process; classifying is
 a pure function, tested with made-up numbers.
+
+The rates are checked against each other first: the model alone cannot be slower than model and
+loader together, and a loader slower than the step would have made the step wait. A rate that
+breaks either rule (a probe disturbed by other work on the machine: seen as 283/s with data
+resident beside 2.0k/s end to end) is measured once more; if it still disagrees it is set
+aside, named in the diagnosis, and no verdict rests on it.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from autotune.contract.result import Diagnosis, Verdict
 if TYPE_CHECKING:
     from autotune.trial.compose import TrainStep
 
-__all__ = ["classify", "diagnose"]
+__all__ = ["classify", "contradicted", "diagnose"]
 
 # A config is input-bound when the loader alone is this much slower than the model alone...
 INPUT_MARGIN = 0.9
@@ -32,6 +38,20 @@ MIN_GPU_BUSY = 0.6
 HEAVY_DATA_WAIT = 0.3
 # CPUs this busy during the timed windows leave nothing for another DataLoader worker to use.
 CPU_SATURATED = 0.9
+# A part's rate this far below the end-to-end rate contradicts it beyond noise (the search's
+# windows agree to 5%; a short probe reads a little lower or higher, not 20% lower).
+CONSISTENT = 0.8
+
+
+def contradicted(*, throughput: float, data_wait_fraction: float, loader_rate: float | None,
+                 compute_rate: float | None) -> tuple[bool, bool]:
+    """Whether the loader's and the model's rates contradict the end-to-end rate:
+    (loader, model). The model with data resident does less than the whole step, so it cannot
+    be slower; a loader slower than the step makes the step wait for data."""
+    loader = (loader_rate is not None and loader_rate < CONSISTENT * throughput
+              and data_wait_fraction < MIN_DATA_WAIT)
+    model = compute_rate is not None and compute_rate < CONSISTENT * throughput
+    return loader, model
 
 
 def classify(
@@ -46,18 +66,41 @@ def classify(
     num_workers: int | None = None,
     cpus: int | None = None,
 ) -> Diagnosis:
+    """Name what limits the step from the measured numbers. A rate that `contradicted` flags is
+    reported as measured but left out of the verdict, and the suggestion says so."""
+    bad_loader, bad_model = contradicted(throughput=throughput,
+                                         data_wait_fraction=data_wait_fraction,
+                                         loader_rate=loader_rate, compute_rate=compute_rate)
+    unreliable = "; ".join(
+        [f"the loader alone read {human(loader_rate)} {unit}/s, below the {human(throughput)} "
+         f"{unit}/s end to end, though the step waited for data only "
+         f"{data_wait_fraction:.0%} of the time"] * bad_loader
+        + [f"the model with data resident read {human(compute_rate)} {unit}/s, below the "
+           f"{human(throughput)} {unit}/s of model and loader together"] * bad_model)
+    note = (f" (not used: {unreliable}; re-measured once, still so: the probe was likely "
+            "disturbed by other work on the machine)") if unreliable else ""
+    measured_loader, measured_compute = loader_rate, compute_rate
+    if bad_loader:
+        loader_rate = None
+    if bad_model:
+        compute_rate = None
+
     def make(verdict: Verdict, suggestion: str) -> Diagnosis:
-        return Diagnosis(verdict=verdict, suggestion=suggestion, throughput=throughput,
-                         loader_rate=loader_rate, compute_rate=compute_rate,
+        return Diagnosis(verdict=verdict, suggestion=suggestion + note, throughput=throughput,
+                         loader_rate=measured_loader, compute_rate=measured_compute,
                          data_wait_fraction=data_wait_fraction,
-                         gpu_busy_fraction=gpu_busy_fraction, cpu_busy_fraction=cpu_busy_fraction)
+                         gpu_busy_fraction=gpu_busy_fraction, cpu_busy_fraction=cpu_busy_fraction,
+                         unreliable=unreliable)
 
     slower_loader = (loader_rate is not None and compute_rate is not None
                      and loader_rate < INPUT_MARGIN * compute_rate)
     if (slower_loader and data_wait_fraction >= MIN_DATA_WAIT) \
             or data_wait_fraction >= HEAVY_DATA_WAIT:
-        rates = (f"the loader delivers {human(loader_rate)} {unit}/s, the model consumes "
-                 f"{human(compute_rate)} {unit}/s")
+        if loader_rate is not None and compute_rate is not None:
+            rates = (f"the loader delivers {human(loader_rate)} {unit}/s, the model consumes "
+                     f"{human(compute_rate)} {unit}/s")
+        else:  # a heavy wait says it without the rates
+            rates = f"the step waited for data {data_wait_fraction:.0%} of the time"
         if cpu_busy_fraction is not None and cpu_busy_fraction >= CPU_SATURATED:
             return make(Verdict.INPUT,
                         f"{rates}, and the CPUs are already {cpu_busy_fraction:.0%} busy: more "
@@ -78,10 +121,16 @@ def classify(
                     f"kernels run only {gpu_busy_fraction:.0%} of a step and data is not the "
                     "limit: many small kernels or host work; try a larger batch, torch.compile, "
                     "or reduce-overhead (CUDA graphs)")
-    rate = f" ({human(compute_rate)} {unit}/s with data resident)" if compute_rate else ""
+    if compute_rate:
+        return make(Verdict.COMPUTE,
+                    f"the model itself is the limit ({human(compute_rate)} {unit}/s with data "
+                    "resident): precision, compile and batch size matter; more workers will "
+                    "not help")
+    # No trustworthy model rate: the data wait alone says the loader is not the limit.
     return make(Verdict.COMPUTE,
-                f"the model itself is the limit{rate}: precision, compile and batch size "
-                "matter; more workers will not help")
+                f"the step waited for data only {data_wait_fraction:.0%} of the time, so the "
+                "model side is the limit: precision, compile and batch size matter; more "
+                "workers will not help")
 
 
 def diagnose(
@@ -103,8 +152,23 @@ def diagnose(
     which made the diagnosis take 12 s on an H100).
     """
     slow = step_seconds is not None and step_seconds > seconds / 3
-    loader = loader_rate(step, prefetch_batches=prefetch_batches, seconds=seconds, clock=clock)
-    compute = compute_rate(step, seconds=seconds, clock=clock, min_steps=1 if slow else 3)
+
+    def probe_loader() -> float:
+        return loader_rate(step, prefetch_batches=prefetch_batches, seconds=seconds, clock=clock)
+
+    def probe_model() -> float:
+        return compute_rate(step, seconds=seconds, clock=clock, min_steps=1 if slow else 3)
+
+    loader, compute = probe_loader(), probe_model()
+    bad_loader, bad_model = contradicted(throughput=throughput,
+                                         data_wait_fraction=data_wait_fraction,
+                                         loader_rate=loader, compute_rate=compute)
+    # A rate that contradicts the end-to-end one is measured once more (bounded: one probe
+    # each); classify sets it aside if it still does.
+    if bad_loader:
+        loader = probe_loader()
+    if bad_model:
+        compute = probe_model()
     busy = (gpu_busy_fraction(step, steps=1 if slow else 3) if step.device.type == "cuda"
             else None)
     return classify(throughput=throughput, data_wait_fraction=data_wait_fraction,

@@ -76,7 +76,7 @@ def test_diagnosis_is_plain_and_rounded(tmp_path: Path) -> None:
     assert doc["diagnosis"] == {"verdict": "input-bound", "suggestion": "more workers",
                                 "throughput": 300.1, "loader_rate": 311.0, "compute_rate": 2000.0,
                                 "data_wait_fraction": 0.6123, "gpu_busy_fraction": None,
-                                "cpu_busy_fraction": 0.5}
+                                "cpu_busy_fraction": 0.5, "unreliable": ""}
 
 
 def test_host_cpu_goes_into_best_yaml_with_a_steal_warning(tmp_path: Path) -> None:

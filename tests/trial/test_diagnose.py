@@ -26,9 +26,11 @@ from autotune.trial.diagnose import (
     HEAVY_DATA_WAIT,
     INPUT_MARGIN,
     MIN_DATA_WAIT,
+    CONSISTENT,
     MIN_GPU_BUSY,
     classify,
     compute_rate,
+    contradicted,
     diagnose,
     loader_rate,
 )
@@ -188,9 +190,63 @@ def test_diagnosis_travels_as_json() -> None:
     data = json.loads(json.dumps(result.to_dict()))["diagnosis"]
     assert data["verdict"] == "input-bound"
     assert set(data) == {"verdict", "suggestion", "throughput", "loader_rate", "compute_rate",
-                         "data_wait_fraction", "gpu_busy_fraction", "cpu_busy_fraction"}
+                         "data_wait_fraction", "gpu_busy_fraction", "cpu_busy_fraction",
+                         "unreliable"}
     assert Diagnosis(**data) == d
     assert TrialResult.from_dict({"status": "ok", "throughput": 90.0, "diagnosis": data}).diagnosis == d
+
+
+# -- sanity: the rates checked against each other ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("loader", "compute", "wait", "expected"),
+    [
+        (1e6, CONSISTENT * 2000.0, 0.0, (False, False)),  # at the margin: noise, not a contradiction
+        (1e6, CONSISTENT * 2000.0 - 0.01, 0.0, (False, True)),  # the model alone is slower
+        (CONSISTENT * 2000.0 - 0.01, 1e6, 0.0, (True, False)),  # a slow loader never waited for
+        (CONSISTENT * 2000.0 - 0.01, 1e6, MIN_DATA_WAIT, (False, False)),  # ...and waited for
+        (None, None, 0.0, (False, False)),  # nothing measured, nothing contradicted
+    ],
+)
+def test_rates_that_contradict_the_end_to_end_rate(
+    loader: float | None, compute: float | None, wait: float, expected: tuple[bool, bool]
+) -> None:
+    assert contradicted(throughput=2000.0, data_wait_fraction=wait, loader_rate=loader,
+                        compute_rate=compute) == expected
+
+
+def test_a_model_rate_below_the_end_to_end_rate_draws_no_conclusion() -> None:
+    # The issue's numbers: 283/s with data resident beside 2.0k/s end to end, and the verdict
+    # had said "the model itself is the limit (283 ...)".
+    d = classify(throughput=2000.0, data_wait_fraction=0.1, loader_rate=1_900.0,
+                 compute_rate=283.0, gpu_busy_fraction=None, unit="samples")
+    assert d.compute_rate == 283.0  # reported as measured...
+    assert "283 samples/s, below the 2k samples/s" in d.unreliable
+    assert "the loader alone" not in d.unreliable
+    assert "with data resident)" not in d.suggestion.split(" (not used")[0]  # ...not concluded on
+    assert d.verdict == "compute-bound"  # the step waited 10%: from the wait, not the rate
+    assert "waited for data only 10%" in d.suggestion
+    assert "not used: the model with data resident read 283" in d.suggestion
+
+
+def test_a_slow_loader_the_step_never_waited_for_is_set_aside() -> None:
+    d = classify(throughput=2000.0, data_wait_fraction=0.0, loader_rate=500.0,
+                 compute_rate=2100.0, gpu_busy_fraction=None, unit="samples")
+    assert d.loader_rate == 500.0 and d.unreliable.startswith("the loader alone read 500")
+    assert d.verdict == "compute-bound" and "2.1k samples/s with data resident" in d.suggestion
+
+
+def test_agreeing_rates_are_not_flagged() -> None:
+    d = verdict_of(loader=200_000.0, compute=1_600.0, wait=0.01)
+    assert d.unreliable == "" and "not used" not in d.suggestion
+
+
+def test_a_heavy_wait_without_a_model_rate_names_the_wait() -> None:
+    d = classify(throughput=2000.0, data_wait_fraction=0.6, loader_rate=2100.0,
+                 compute_rate=100.0, gpu_busy_fraction=None, unit="samples")
+    assert d.verdict == "input-bound"
+    assert d.suggestion.startswith("the step waited for data 60% of the time")
 
 
 # -- loader_rate / compute_rate / diagnose on a scripted step with an injected clock ------------------
@@ -331,6 +387,38 @@ def test_diagnose_scripted(
     assert d.gpu_busy_fraction is None  # a CPU step is never profiled
     assert d.throughput == 42.0
     assert "images/s" in d.suggestion  # the adapter's unit
+
+
+class DisturbedStep(ScriptedStep):
+    """Micro-steps take SLOW for the first `disturbed` of them (another process had the
+    machine), FAST after."""
+
+    def __init__(self, clock: FakeClock, disturbed: int) -> None:
+        super().__init__(clock, config=TrainConfig(batch_size=ITEMS))
+        self.disturbed = disturbed
+
+    def micro_step(self, batch: Any, accum: int) -> None:
+        self.clock.now += SLOW if self.micro_steps < self.disturbed else FAST
+        self.micro_steps += 1
+
+
+def test_a_disturbed_model_probe_is_measured_once_more() -> None:
+    clock = FakeClock()
+    step = DisturbedStep(clock, disturbed=5)  # the first probe: 1 untimed + 4 timed SLOW steps
+    d = diagnose(step, throughput=400.0, data_wait_fraction=0.0,  # type: ignore[arg-type]
+                 prefetch_batches=0, seconds=0.5, clock=clock)
+    assert d.compute_rate == ITEMS / FAST  # the second probe, undisturbed
+    assert d.unreliable == "" and "with data resident" in d.suggestion
+
+
+def test_a_model_probe_that_stays_below_is_set_aside_after_one_more() -> None:
+    clock = FakeClock()
+    step = DisturbedStep(clock, disturbed=10**6)
+    d = diagnose(step, throughput=400.0, data_wait_fraction=0.0,  # type: ignore[arg-type]
+                 prefetch_batches=0, seconds=0.5, clock=clock)
+    assert d.compute_rate == ITEMS / SLOW
+    assert d.unreliable.startswith(f"the model with data resident read {human(ITEMS / SLOW)}")
+    assert step.optimizer_steps == 2 * (1 + 4)  # two probes, no more: bounded
 
 
 # -- steady state (beyond tests/trial/test_measure.py) --------------------------------------------------
