@@ -8,6 +8,7 @@ the user's code), `study` (the parent: Optuna), `outputs`, and `cli`/`lab` on to
 from autotune.adapter import Adapter, load_adapter
 from autotune.contract.config import TrainConfig
 from autotune.contract.errors import InputError
+from autotune.contract.noise import Noise
 from autotune.contract.request import MeasureSettings
 from autotune.contract.result import Diagnosis, Fingerprint, HostCpu, Status, TrialResult, Verdict
 from autotune.trial.measure import Measurement, measure
@@ -22,6 +23,7 @@ __all__ = [
     "InputError",
     "MeasureSettings",
     "Measurement",
+    "Noise",
     "Status",
     "TrainConfig",
     "TrialResult",

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.contract.files import atomic_write_text
+from autotune.contract.noise import Noise
 
 __all__ = ["Diagnosis", "Fingerprint", "HostCpu", "Status", "TrialResult", "Verdict"]
 
@@ -115,7 +116,7 @@ class Diagnosis:
 
 # Nested typed fields, rebuilt from JSON by `TrialResult.from_dict`.
 _NESTED: dict[str, type] = {"fingerprint": Fingerprint, "diagnosis": Diagnosis,
-                            "host_cpu": HostCpu}
+                            "host_cpu": HostCpu, "noise": Noise}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -170,6 +171,9 @@ class TrialResult:
     diagnosis_error: str = ""
     """Why the diagnosis could not be made (the trial itself still counts)."""
     host_cpu: HostCpu | None = None
+    noise: Noise | None = None
+    """What else ran on the trial's CPUs and GPU while it was timed, and whether clocks were
+    held back: the measured causes of run-to-run spread."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, Status):

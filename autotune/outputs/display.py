@@ -16,6 +16,7 @@ from rich.text import Text
 
 from autotune.contract.config import TrainConfig
 from autotune.contract.fmt import human
+from autotune.contract.noise import likely_cause, spread_warning
 from autotune.contract.phases import Phase
 from autotune.contract.result import Status, TrialResult
 from autotune.study.confirm import Candidate
@@ -80,6 +81,8 @@ class RichDisplay:
         self.phase = Phase.START.value
         self.phase_start = 0.0
         self.compiling = False
+        self.confirm_runs: dict[int, list[TrialResult]] = {}
+        """Each confirmed trial's fresh runs, to warn when they disagree."""
 
     def __rich__(self) -> Text:
         elapsed = _clock(time.monotonic() - self.start)
@@ -144,7 +147,9 @@ class RichDisplay:
         config = self.config_text
         if status is Status.OK:
             speed = f" {result.throughput / baseline:.2f}x" if baseline and result.throughput else ""
-            conv = "" if result.converged else " (not converged)"
+            cause = None if result.converged else likely_cause([result])
+            conv = "" if result.converged else \
+                f" (not converged{': likely ' + cause if cause else ''})"
             compile_s = f", compile {result.compile_seconds:.0f} s" if result.compile_seconds and \
                 result.compile_seconds >= 1 else ""
             cost = f"({result.reason})" if result.reason else \
@@ -159,9 +164,10 @@ class RichDisplay:
         self.current = ""
         names = ", ".join(f"#{c.trial}" + (" (baseline)" if c.baseline else "") for c in cands)
         self.console.print(f"[bold]confirming[/] {names}: {repeats} fresh run(s) each, shuffled")
-        self.confirm_text = ""
+        self.confirm_runs = {}
 
     def confirm_result(self, cand: Candidate, result: TrialResult) -> None:
+        self.confirm_runs.setdefault(cand.trial, []).append(result)
         value = (f"{human(result.throughput)} {self.unit}/s" if result.status is Status.OK
                  else f"{result.status.value} {result.reason}")
         self.console.print(f"  #{cand.trial:<3} {value}  (search measured "
@@ -180,6 +186,11 @@ class RichDisplay:
         how = " (confirmed by repeated runs)" if winner.confirmation else ""
         self.console.print(f"[bold green]best:[/] trial #{winner.record.number}, "
                            f"{human(winner.throughput)} {self.unit}/s{speed}{how} ({elapsed})")
+        # Confirmed configs whose fresh runs disagree: say so, with the cause that was measured.
+        for trial, runs in self.confirm_runs.items():
+            warning = spread_warning(runs, unit=self.unit)
+            if warning is not None:
+                self.console.print(f"[bold yellow]warning:[/] trial #{trial}: {warning}")
 
 
 def _clock(seconds: float) -> str:

@@ -24,6 +24,7 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.phases import Phase
 from autotune.contract.request import LAUNCH_ENV, MeasureSettings, TrialRequest
 from autotune.contract.result import Status, TrialResult
+from autotune.trial import noiseprobe
 from autotune.trial.hostcpu import CpuTimes, cpu_usage, read_cpu_times
 from autotune.trial.lifetime import die_with_parent
 from autotune.trial.measure import NonFiniteLoss, Window
@@ -104,10 +105,12 @@ def run_trial(request: TrialRequest, events: Path | None = None,
         phases.enter(Phase.WARMUP)
         settings = settings_for(config, request.measure)
         cpu_start: list[CpuTimes | None] = []
+        noise_start: list[noiseprobe.Probe] = []
 
         def timed_start() -> None:
             phases.enter(Phase.WINDOWS)
             cpu_start.append(read_cpu_times())
+            noise_start.append(noiseprobe.start())
 
         def first_step(seconds: float) -> None:  # past it, a slow warm-up is not compiling
             phases.emit({"event": "first_step", "seconds": seconds})
@@ -115,6 +118,8 @@ def run_trial(request: TrialRequest, events: Path | None = None,
         m = measure(step, sync=step.sync, finite=step.finite, settings=settings,
                     on_window=on_window, on_timed_start=timed_start, on_first_step=first_step)
         facts["host_cpu"] = cpu_usage(cpu_start[0] if cpu_start else None, read_cpu_times())
+        if noise_start:
+            facts["noise"] = noiseprobe.finish(noise_start[0], gpu_uuid=_gpu_uuid(device))
         if config.compile != "none":
             facts.update(_compile_cache_counts())
             if request.save_compile_artifacts and events is not None:
@@ -223,6 +228,16 @@ def _one_line(exc: BaseException) -> str:
     if len(lines) > 1:
         text += f" ... {lines[-1]}"
     return f"{type(exc).__name__}: {text}"[:300]
+
+
+def _gpu_uuid(device: Any) -> str | None:
+    """The trial's GPU as nvidia-smi names it (None on a CPU)."""
+    import torch
+
+    if device.type != "cuda":
+        return None
+    uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
+    return str(uuid) if uuid is not None else None
 
 
 def _memory(device: Any) -> dict[str, float | None]:

@@ -12,7 +12,8 @@ from optuna.trial import TrialState
 from rich.console import Console
 from rich.text import Text
 
-from autotune import Status, TrainConfig, TrialResult
+from autotune import Noise, Status, TrainConfig, TrialResult
+from autotune.contract.noise import OtherProcess
 from autotune.outputs.display import QuietListener, RichDisplay, make_console
 from autotune.study.confirm import Candidate
 from autotune.study.records import ConfirmationEntry, TrialRecord
@@ -200,6 +201,37 @@ def test_confirmation_lines() -> None:
     assert "confirming #3, #0 (baseline): 2 fresh run(s) each, shuffled" in text
     assert "#3 2.4k samples/s (search measured 2.5k)" in text
     assert "#0 oom out of memory (search measured 800)" in text
+
+
+def test_noisy_confirmation_runs_get_a_warning_naming_the_measured_cause() -> None:
+    display = RichDisplay(console())
+    display.unit = "samples"
+    cand = Candidate(trial=3, config=FAST, search_throughput=2500.0, duration_seconds=10.0)
+    steady = Candidate(trial=0, config=BASE, search_throughput=800.0, duration_seconds=5.0,
+                       baseline=True)
+    busy = Noise(seconds=10.0, cpus=2, other_cpu_seconds=16.0,
+                 busiest=(OtherProcess(name="python3", pid=4242, cpu_seconds=12.0),))
+    display.confirm_started([cand, steady], 2)
+    display.confirm_result(cand, TrialResult(status=Status.OK, throughput=6900.0, noise=busy))
+    display.confirm_result(steady, TrialResult(status=Status.OK, throughput=800.0))
+    display.confirm_result(cand, TrialResult(status=Status.OK, throughput=14600.0))
+    display.confirm_result(steady, TrialResult(status=Status.OK, throughput=810.0))
+    display.finished(winner(3, 10750.0, 805.0))
+    text = printed(display)
+    assert ("warning: trial #3: runs disagree by 72% (6.9k to 14.6k samples/s); likely cause: "
+            "run 1: other processes kept 1.6 of the trial's 2 CPUs busy (busiest: python3 "
+            "(pid 4242) 1.2)") in text
+    assert "trial #0:" not in text  # its runs agree
+
+
+def test_an_unconverged_trial_names_the_measured_cause() -> None:
+    display = RichDisplay(console())
+    busy = Noise(seconds=4.0, cpus=2, other_cpu_seconds=6.0)
+    line = finish(display, 5, BASE, TrialResult(status=Status.OK, throughput=800.0,
+                                                converged=False, noise=busy,
+                                                duration_seconds=9.0))
+    assert line == ("#5 ok 800 samples/s (not converged: likely other processes kept 1.5 of "
+                    "the trial's 2 CPUs busy) bs=8 fp32 [9 s]")
 
 
 # -- quiet -----------------------------------------------------------------------------------------------

@@ -61,6 +61,10 @@ def test_run_trial_measures_and_records_its_phases(tmp_path: Path, tiny_adapter:
     assert result.fingerprint is not None and result.fingerprint.torch == torch.__version__
     if Path("/proc/stat").is_file():
         assert isinstance(result.host_cpu, HostCpu)
+        # What else ran while it was timed, over the windows' own time.
+        assert result.noise is not None and result.noise.other_cpu_seconds is not None
+        assert 0 < result.noise.seconds <= result.phases["windows"]
+        assert result.noise.gpu_others is None  # a CPU trial asks no GPU
     assert result.diagnosis is not None and result.diagnosis_error == ""
 
     # Seconds per phase, in the order the trial went through them, adding up to its wall time.
