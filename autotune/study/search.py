@@ -36,7 +36,7 @@ from autotune.study.objective import Objective
 from autotune.study.pruning import IncumbentPruner
 from autotune.study.runner import Runner
 from autotune.study.searchspace import SearchSpace
-from autotune.study.starts import enqueue, follow_ups, initial_starts
+from autotune.study.starts import Ladder, enqueue, follow_ups, initial_starts
 from autotune.study.storage import absolute_storage, open_storage
 from autotune.study.winner import Winner, best_and_baseline, pick_winner
 
@@ -157,6 +157,8 @@ class Search:
         self._stopped = False
         self._contract: ContractError | None = None
         """Set when the baseline failed in the adapter's own code: run() raises it."""
+        self._ladder = Ladder()
+        """The guided follow-ups not yet run, the newest best's first."""
         self.study = self._open_study()
         self.objective = Objective(
             adapter=settings.adapter, device=settings.device, out=settings.out, runner=runner,
@@ -297,6 +299,7 @@ class Search:
 
     def _one_trial(self, limit: float, *, budget_cut: bool) -> None:
         s = self.settings
+        self._ladder.feed(self.study, self.space)
         trial = self.study.ask()
         records.write_owner(trial)
         try:
@@ -340,7 +343,8 @@ class Search:
             recs = records.read_records(self.study)
             done = next(r for r in recs if r.number == trial.number)
             best, _ = best_and_baseline(recs)
-            enqueue(self.study, self.space, follow_ups(self.space, done, best, device=s.device))
+            self._ladder.add(follow_ups(self.space, done, best, device=s.device),
+                             new_best=best is not None and best.number == done.number)
         self.on_change(self.study)
         if outcome.duplicate_of is not None:
             # For the display only; the study keeps the copy.

@@ -13,13 +13,13 @@ import optuna
 
 from autotune.adapter import Adapter
 from autotune.contract.config import TrainConfig
-from autotune.contract.result import Verdict
+from autotune.contract.result import Status, Verdict
 from autotune.study import records
 from autotune.study.recipes import hand_recipe
 from autotune.study.records import TrialRecord
 from autotune.study.searchspace import SearchSpace
 
-__all__ = ["enqueue", "follow_ups", "initial_starts"]
+__all__ = ["Ladder", "enqueue", "follow_ups", "initial_starts"]
 
 Start = tuple[str, TrainConfig]
 
@@ -47,11 +47,14 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
     if done.config is None or done.result is None or best is None or best.config is None \
             or best.result is None:
         return []
-    if best.number != done.number and done.role != "recipe":
-        return _label(space, _checks(space, best.config, device))
     config = best.config
     diagnosis = best.result.diagnosis
     verdict = diagnosis.verdict if diagnosis is not None else None
+    if best.number != done.number and done.role != "recipe":
+        between = _bisect(space, done, best)
+        if between is not None:
+            return _label(space, [between])
+        return _label(space, _checks(space, config, device, verdict))
     climb: list[TrainConfig] = []
     if verdict is Verdict.OVERHEAD and "reduce-overhead" in space.values("compile") \
             and config.compile != "reduce-overhead":
@@ -72,28 +75,59 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
             climb.append(space.changed(config, num_workers=workers[len(workers) // 2]))
     larger = sorted(b for b in space.batch_sizes() if b > config.batch_size)
     if larger:
-        climb.append(space.with_batch(config, larger[0]))
-        if verdict is Verdict.OVERHEAD and len(larger) > 1:
-            # A launch-bound step takes about as long at any batch: its rate grows with the
-            # batch, so try the largest at once (the memory wall stops it if it does not fit).
+        if verdict in (Verdict.OVERHEAD, Verdict.COMPUTE):
+            # A launch-bound step takes about as long at any batch, and a compute-bound one
+            # uses the device better the more it is given: try the largest at once. If it
+            # does not fit, the ladder halves the way back (`_bisect`); each rung skipped is
+            # a compile saved.
             climb.append(space.with_batch(config, larger[-1]))
+        else:
+            climb.append(space.with_batch(config, larger[0]))
     else:
-        climb += _checks(space, config, device)
+        climb += _checks(space, config, device, verdict)
     return _label(space, climb)
 
 
-def _checks(space: SearchSpace, config: TrainConfig, device: str) -> list[TrainConfig]:
-    """Whether the best config's own choices pay: each one undone (or done) alone."""
+def _bisect(space: SearchSpace, done: TrialRecord, best: TrialRecord) -> TrainConfig | None:
+    """After a larger batch than the best's ran out of memory, the batch halfway between them
+    (the best config's other knobs kept), while one is left between."""
+    if done.status is not Status.OOM or done.config is None or best.config is None:
+        return None
+    low, high = best.config.batch_size, done.config.batch_size
+    if space.with_batch(done.config, low) != best.config:
+        return None  # the OOM was another config's, not this climb's
+    between = [b for b in space.batch_sizes() if low < b < high]
+    return space.with_batch(best.config, between[len(between) // 2]) if between else None
+
+
+def _checks(space: SearchSpace, config: TrainConfig, device: str,
+            verdict: Verdict | None) -> list[TrainConfig]:
+    """Whether the best config's own choices pay: each one undone (or done) alone.
+
+    Compile first (the most at stake). Then, on a GPU, the choices that cost host resources
+    or memory but keep the compiled graph (so each check is a compile-cache hit, seconds):
+    fewer loader workers when the step is not input-bound, pinning, the allocator's
+    expandable segments. A check that ties keeps the cheaper config in the confirmation.
+    """
     checks = []
     compiles = space.values("compile")
     if config.compile != "none" and "none" in compiles:
         checks.append(config.replace(compile="none"))
     elif config.compile == "none" and "default" in compiles:
         checks.append(config.replace(compile="default"))
-    if device == "cpu" and config.num_workers and 0 in space.values("num_workers"):
+    workers = space.values("num_workers")
+    if device == "cpu" and config.num_workers and 0 in workers:
         checks.append(space.changed(config, num_workers=0))
         if config.compile != "none" and "none" in compiles:
             checks.append(space.changed(config, num_workers=0, compile="none"))
+    if device != "cpu":
+        fewer = [w for w in workers if isinstance(w, int) and 0 < w <= config.num_workers // 4]
+        if verdict is not Verdict.INPUT and fewer:
+            checks.append(space.changed(config, num_workers=fewer[-1]))
+        if config.num_workers and len(space.values("pin_memory")) > 1:
+            checks.append(config.replace(pin_memory=not config.pin_memory))
+        if len(space.values("expandable_segments")) > 1:
+            checks.append(config.replace(expandable_segments=not config.expandable_segments))
     return checks
 
 
@@ -106,3 +140,32 @@ def enqueue(study: optuna.Study, space: SearchSpace, starts: list[Start]) -> Non
     for role, config in starts:
         if not records.role_taken(study, role):
             records.enqueue_config(study, space.params_for(config), role)
+
+
+class Ladder:
+    """The follow-ups not yet run, handed to the study one at a time.
+
+    A new best's follow-ups go before those of the configs it beat: the climb follows the best
+    at once instead of first finishing an older, slower config's list (on the launch-bound
+    grid, the baseline's eager larger batches ran before the CUDA-graph ones that the new best
+    pointed at). Kept in this process: a resumed study goes on with the sampler.
+    """
+
+    def __init__(self) -> None:
+        self.pending: list[Start] = []
+
+    def add(self, starts: list[Start], *, new_best: bool) -> None:
+        fresh = [s for s in starts if s not in self.pending]
+        kept = [s for s in self.pending if s not in fresh]
+        self.pending = fresh + kept if new_best else kept + fresh
+
+    def feed(self, study: optuna.Study, space: SearchSpace) -> None:
+        """Enqueue the next pending start unless the study already has one waiting."""
+        if any(t.state == optuna.trial.TrialState.WAITING
+               for t in study.get_trials(deepcopy=False)):
+            return
+        while self.pending:
+            role, config = self.pending.pop(0)
+            if not records.role_taken(study, role):
+                records.enqueue_config(study, space.params_for(config), role)
+                return

@@ -14,7 +14,7 @@ from autotune.study import records
 from autotune.study.records import TrialRecord
 from autotune.study.searchspace import SearchSpace
 from autotune.study.space import parse_space
-from autotune.study.starts import enqueue, follow_ups, initial_starts
+from autotune.study.starts import Ladder, enqueue, follow_ups, initial_starts
 
 CPU_SPACE = {
     "num_workers": {"low": 0, "high": "cores"},
@@ -107,9 +107,25 @@ def test_an_input_bound_best_climbs_to_every_core_more_prefetch_and_a_larger_bat
         RECIPE.replace(batch_size=16)]
 
 
-def test_a_compute_bound_best_climbs_to_the_next_larger_batch() -> None:
+def test_a_compute_bound_best_climbs_to_the_largest_batch_at_once() -> None:
     recipe = done(1, RECIPE, Verdict.COMPUTE)
-    assert ups(space_of(CPU_SPACE), recipe, recipe) == [RECIPE.replace(batch_size=16)]
+    assert ups(space_of(CPU_SPACE), recipe, recipe) == [RECIPE.replace(batch_size=64)]
+
+
+def test_when_the_largest_batch_runs_out_of_memory_the_ladder_halves_the_way_back() -> None:
+    space = space_of(CPU_SPACE)  # batch sizes 4, 8, 16, 32, 64
+    best = done(1, RECIPE, Verdict.COMPUTE)
+    oom = done(2, RECIPE.replace(batch_size=64), None, role="follow: x", status=Status.OOM)
+    assert ups(space, oom, best) == [RECIPE.replace(batch_size=32)]
+    oom32 = done(3, RECIPE.replace(batch_size=32), None, role="follow: y", status=Status.OOM)
+    assert ups(space, oom32, best) == [RECIPE.replace(batch_size=16)]
+    # Nothing left between: the best's choices are checked instead.
+    oom16 = done(4, RECIPE.replace(batch_size=16), None, role="follow: z", status=Status.OOM)
+    assert RECIPE.replace(batch_size=16) not in ups(space, oom16, best)
+    # An OOM of another config (here with compile) is not this climb's: no bisection.
+    other = done(5, RECIPE.replace(batch_size=64, compile="default"), None, role="follow: w",
+                 status=Status.OOM)
+    assert RECIPE.replace(batch_size=32) not in ups(space, other, best)
 
 
 def test_an_overhead_bound_best_tries_cuda_graphs() -> None:
@@ -131,6 +147,23 @@ def test_at_the_largest_batch_the_best_configs_choices_are_checked() -> None:
     ]
 
 
+GPU_SPACE = {**CPU_SPACE, "pin_memory": {"choices": [False, True]},
+             "expandable_segments": {"choices": [False, True]}}
+
+
+@pytest.mark.parametrize("verdict", [Verdict.COMPUTE, Verdict.INPUT])
+def test_on_a_gpu_the_checks_keep_the_graph_and_fewer_workers_only_when_not_input_bound(
+        verdict: Verdict) -> None:
+    config = TrainConfig(batch_size=64, num_workers=8, prefetch_factor=4, pin_memory=True,
+                         persistent_workers=True, amp_dtype="bf16", compile="default")
+    best = done(1, config, verdict)
+    checks = ups(space_of(GPU_SPACE, device="cuda", cpus=8), best, best, device="cuda")
+    fewer = [config.replace(num_workers=2)] if verdict is Verdict.COMPUTE else []
+    # At the largest batch, every core loading, the deepest prefetch: nothing left to climb.
+    assert checks == [config.replace(compile="none")] + fewer + [
+        config.replace(pin_memory=False), config.replace(expandable_segments=True)]
+
+
 def test_a_follow_up_that_did_not_beat_the_best_checks_the_bests_choices() -> None:
     best = done(2, RECIPE.replace(batch_size=16), Verdict.COMPUTE, role="follow: x",
                 throughput=300.0)
@@ -145,11 +178,36 @@ def test_a_follow_up_that_did_not_beat_the_best_checks_the_bests_choices() -> No
 def test_a_failed_recipe_climbs_from_the_best_so_far(status: Status) -> None:
     baseline = done(0, TrainConfig(batch_size=8), Verdict.COMPUTE, role="baseline")
     failed = done(1, RECIPE, Verdict.INPUT, status=status)
-    assert ups(space_of(CPU_SPACE), failed, baseline) == [TrainConfig(batch_size=16)]
+    assert ups(space_of(CPU_SPACE), failed, baseline) == [TrainConfig(batch_size=64)]
 
 
 def test_nothing_to_follow_without_a_best() -> None:
     assert ups(space_of(CPU_SPACE), done(1, RECIPE, Verdict.INPUT, status=Status.OOM), None) == []
+
+
+# -- the ladder: the newest best's follow-ups first ----------------------------------------------------
+
+
+def test_the_ladder_puts_a_new_bests_follow_ups_first_and_feeds_one_at_a_time() -> None:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space = space_of(CPU_SPACE)
+    study = optuna.create_study(direction="maximize")
+    a, b, c = (("follow: a", RECIPE.replace(batch_size=16)),
+               ("follow: b", RECIPE.replace(batch_size=32)),
+               ("follow: c", RECIPE.replace(batch_size=64)))
+    ladder = Ladder()
+    ladder.add([a, b], new_best=False)
+    ladder.add([c, a], new_best=True)  # a new best: its own first, a repeat not doubled
+    assert ladder.pending == [c, a, b]
+    ladder.add([("follow: d", RECIPE)], new_best=False)  # not a new best: after the rest
+    assert [role for role, _ in ladder.pending] == ["follow: c", "follow: a", "follow: b",
+                                                    "follow: d"]
+    ladder.feed(study, space)
+    ladder.feed(study, space)  # one waiting already: nothing more enqueued
+    waiting = study.get_trials(states=(TrialState.WAITING,))
+    assert [t.user_attrs["role"] for t in waiting] == ["follow: c"]
+    trial = study.ask()
+    assert space.suggest(trial) == c[1]
 
 
 # -- enqueueing --------------------------------------------------------------------------------------
