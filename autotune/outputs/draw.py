@@ -14,7 +14,7 @@ from autotune.contract.files import atomic_write_bytes
 from autotune.contract.fmt import human
 from autotune.outputs.plot import PlotData, Point
 
-__all__ = ["draw"]
+__all__ = ["draw", "title"]
 
 DTYPE_COLOURS = {"fp32": "tab:blue", "tf32": "tab:cyan", "bf16": "tab:orange",
                  "fp16": "tab:purple"}
@@ -23,6 +23,8 @@ COMPILE_MARKERS = {"none": "o", "default": "s", "reduce-overhead": "^", "max-aut
 FAILED_COLOURS = {"oom": "tab:red", "timeout": "tab:orange", "nan": "tab:purple",
                   "interrupted": "tab:gray"}
 WINNER, BASELINE = "gold", "dimgray"
+DISAGREE = 2.0
+"""Runs of the baseline this far apart (fastest over slowest) leave no ratio to it standing."""
 
 
 def draw(data: PlotData, path: Path) -> None:
@@ -33,7 +35,6 @@ def draw(data: PlotData, path: Path) -> None:
         raise ImportError("the throughput plot needs matplotlib: pip install matplotlib") from exc
     matplotlib.use("Agg")  # files only; no display needed
     import matplotlib.pyplot as plt
-
     from matplotlib.ticker import FuncFormatter
 
     fig, axes = plt.subplots(2, 2, figsize=(13, 9))
@@ -43,7 +44,7 @@ def draw(data: PlotData, path: Path) -> None:
     _memory(axes[1][1], data)
     for ax in (axes[0][0], axes[0][1], axes[1][0]):  # rates as 416k, not 416000
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: human(v) if v else "0"))
-    fig.suptitle(_title(data), fontsize=11)
+    fig.suptitle(title(data), fontsize=11)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
@@ -51,7 +52,9 @@ def draw(data: PlotData, path: Path) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
-def _title(data: PlotData) -> str:
+def title(data: PlotData) -> str:
+    """The figure's headline: the winner, its rate and its ratio to the baseline (said not to
+    be confirmed when the baseline's own runs disagree)."""
     ran = sum(1 for p in data.points if p.status == "ok")
     text = f"{len(data.points)} trials, {ran} ran ok"
     win = next((p for p in data.points if p.number == data.winner), None)
@@ -61,10 +64,15 @@ def _title(data: PlotData) -> str:
     value = confirmed.median if confirmed else win.throughput
     how = "median of its confirmation runs" if confirmed else "search measurement"
     text += f" · winner: trial {win.number}, {human(value)} {data.unit}/s ({how})"
-    base = next((c.median for c in data.confirmed if c.baseline and c.median), None) \
-        if confirmed else (data.baseline[1] if data.baseline else None)
+    base_runs = next((c for c in data.confirmed if c.baseline and c.median), None)
+    base = base_runs.median if confirmed and base_runs else \
+        (data.baseline[1] if data.baseline and not confirmed else None)
     if base and data.baseline:
         text += f", {value / base:.2f}x the baseline (trial {data.baseline[0]})"
+        runs = base_runs.runs if confirmed and base_runs else ()
+        if runs and min(runs) > 0 and max(runs) / min(runs) >= DISAGREE:
+            text += (f"\nnot a confirmed ratio: the baseline's own runs disagree "
+                     f"{max(runs) / min(runs):.1f}x")
     return text
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from autotune.outputs.draw import title
 from autotune.outputs.plot import Confirmed, plot_data, save_plot, search_clock
 from autotune.outputs.table import rows_to_csv
 from autotune.study.records import ConfirmationEntry
@@ -93,6 +94,21 @@ def test_the_winner_and_the_confirmation_runs() -> None:
     assert data.confirmed[1].spread == pytest.approx(90.0 / 195.0)
     assert Confirmed(trial=0, runs=(5.0,), median=5.0, search=5.0, baseline=False,
                      winner=False).spread is None
+
+
+def test_the_title_names_the_winner_and_its_ratio_unless_the_baseline_disagrees() -> None:
+    agree = [entry(3, (200.0, 170.0), 185.0), entry(0, (99.0, 101.0), 100.0, baseline=True)]
+    text = title(plot_data(ROWS, unit="samples", confirmation=agree, winner=3))
+    assert text == ("5 trials, 3 ran ok · winner: trial 3, 185 samples/s (median of its "
+                    "confirmation runs), 1.85x the baseline (trial 0)")
+    # The case: the baseline's runs read 55 and 2.8k.
+    disagree = [entry(3, (6_900.0, 14_600.0), 10_750.0),
+                entry(0, (55.0, 2_800.0), 1_427.5, baseline=True)]
+    text = title(plot_data(ROWS, unit="samples", confirmation=disagree, winner=3))
+    assert text.endswith("not a confirmed ratio: the baseline's own runs disagree 50.9x")
+    unconfirmed = title(plot_data(ROWS, unit="samples", winner=1))
+    assert unconfirmed.endswith("trial 1, 250 samples/s (search measurement), 2.50x the "
+                                "baseline (trial 0)")
 
 
 def test_the_search_clock_counts_short_waits_and_skips_a_resume() -> None:
