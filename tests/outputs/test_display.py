@@ -188,6 +188,22 @@ def test_finished_with_a_confirmed_winner_and_without_one() -> None:
     assert "no trial ran ok" in printed(display) and "trials/<n>/log.txt" in printed(display)
 
 
+def test_a_ratio_to_a_baseline_whose_runs_disagree_is_not_called_confirmed() -> None:
+    # The numbers: the baseline's confirmation runs read 55 and 2.8k samples/s.
+    display = RichDisplay(console())
+    display.unit = "samples"
+    entries = [ConfirmationEntry(trial=3, baseline=False, search_throughput=5000.0,
+                                 throughputs=(6900.0, 14600.0), median=10750.0, spread=0.72,
+                                 statuses=("ok", "ok")),
+               ConfirmationEntry(trial=0, baseline=True, search_throughput=800.0,
+                                 throughputs=(55.0, 2800.0), median=1427.5, spread=1.92,
+                                 statuses=("ok", "ok"))]
+    display.finished(winner(3, 10750.0, 1427.5, entries))
+    text = printed(display)
+    assert "7.53x the baseline (not confirmed: the baseline's own runs disagree 50.9x)" in text
+    assert "confirmed by repeated runs" not in text
+
+
 def test_confirmation_lines() -> None:
     display = RichDisplay(console())
     display.unit = "samples"
