@@ -60,6 +60,15 @@ class TrainConfig:
                                          minimum=MIN_SPLIT_SIZE_MB, memory=True,
                                          cuda_only=lambda v: v is not None)
     """CUDA caching allocator: blocks larger than this are never split (None: no limit)."""
+    bucket_cap_mb: int | None = knob(None, label="bucket_mb", minimum=1, nullable=True,
+                                     ranges=False, ddp=True)
+    """DDP: MiB of gradients all-reduced together. None: DDP's default, 25 MiB buckets after a
+    first one of 1 MiB (an explicit 25 makes the first 25 MiB too)."""
+    gradient_as_bucket_view: bool = knob(False, label="grad_view", ranges=False, ddp=True,
+                                         memory=True)
+    """DDP: gradients are views into the all-reduce buckets (one copy of the gradients less)."""
+    static_graph: bool = knob(False, label="static_graph", ranges=False, ddp=True)
+    """DDP: the set of used parameters and the graph never change between steps."""
 
     def __post_init__(self) -> None:
         values = dataclasses.asdict(self)

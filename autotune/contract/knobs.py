@@ -52,6 +52,9 @@ class KnobSpec:
     """Values that mean nothing on a CPU."""
     memory: bool = False
     """Whether it changes how much device memory a step needs (the OOM wall's coordinates)."""
+    ddp: bool = False
+    """Only means something across DDP ranks (`--nproc-per-node` > 1): a space searches it only
+    then, and a single-process trial leaves it at its default."""
 
     @property
     def words(self) -> str:

@@ -79,9 +79,11 @@ def load_space(
     device_type: str,
     cpus: int | None = None,
     vary_global_batch: bool = False,
+    nproc: int = 1,
 ) -> SearchSpace:
     """Read, validate and bind a space file; raise `InputError` naming the file and key.
-    `vary_global_batch` (or the adapter's attribute of that name) lets the effective batch vary."""
+    `vary_global_batch` (or the adapter's attribute of that name) lets the effective batch vary;
+    the DDP knobs are searched only for trials of `nproc` > 1 ranks."""
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text())
@@ -93,12 +95,12 @@ def load_space(
         raise InputError(f"{path}: not valid YAML: {exc}") from None
     return parse_space(raw, source=str(path), adapter=adapter, device_type=device_type,
                        cpus=available_cpus() if cpus is None else cpus,
-                       vary_global_batch=vary_global_batch)
+                       vary_global_batch=vary_global_batch, nproc=nproc)
 
 
 def parse_space(
     raw: Any, *, source: str, adapter: type[Adapter], device_type: str, cpus: int,
-    vary_global_batch: bool = False,
+    vary_global_batch: bool = False, nproc: int = 1,
 ) -> SearchSpace:
     if not isinstance(raw, Mapping) or not raw:
         raise InputError(
@@ -122,6 +124,8 @@ def parse_space(
         knob = _parse_knob(name, body, source=source, adapter=adapter, cpus=cpus, fixed=fixed,
                            baseline=baseline)
         _check_device(knob, source, device_type)
+        if KNOB[name].ddp and nproc == 1:
+            continue  # validated, but one process has no gradients to all-reduce
         knobs.append(knob)
     names = {k.name for k in knobs}
     for knob in knobs:

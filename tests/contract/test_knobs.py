@@ -37,6 +37,7 @@ def test_kinds_come_from_the_annotations() -> None:
         "batch_size": int, "grad_accum": int, "num_workers": int, "prefetch_factor": int,
         "pin_memory": bool, "persistent_workers": bool, "amp_dtype": str, "compile": str,
         "checkpoint": float, "expandable_segments": bool, "max_split_size_mb": int,
+        "bucket_cap_mb": int, "gradient_as_bucket_view": bool, "static_graph": bool,
     }
 
 
@@ -60,8 +61,22 @@ def test_allowed_values_and_bounds() -> None:
 
 def test_memory_knobs_are_the_oom_walls_coordinates() -> None:
     memory = {spec.name for spec in KNOBS if spec.memory}
+    # Gradients as bucket views drop one copy of the gradients (DDP's docstring).
     assert memory == {"batch_size", "amp_dtype", "compile", "checkpoint", "expandable_segments",
-                      "max_split_size_mb"}
+                      "max_split_size_mb", "gradient_as_bucket_view"}
+
+
+def test_ddp_knobs_are_marked_and_default_to_ddps_own() -> None:
+    import inspect
+
+    from torch.nn.parallel import DistributedDataParallel
+
+    ddp = {spec.name for spec in KNOBS if spec.ddp}
+    assert ddp == {"bucket_cap_mb", "gradient_as_bucket_view", "static_graph"}
+    params = inspect.signature(DistributedDataParallel).parameters
+    for name in ddp:
+        assert KNOB[name].default == params[name].default, name
+    assert KNOB["bucket_cap_mb"].nullable  # None: DDP's default buckets, a small first one
 
 
 def test_cuda_only_values() -> None:
