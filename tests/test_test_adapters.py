@@ -34,6 +34,9 @@ OVERRIDES = {
     "faults/slow_step.py": {"dataset"},
     "faults/worker_error.py": {"dataset"},
     "faults/vector_loss.py": {"loss"},
+    "faults/oom_rank1.py": {"loss"},
+    "faults/hang_rank0.py": {"loss"},
+    "env_probe.py": {"model"},
     "huge.py": {"dataset"},
     "structured.py": {"dataset", "loader_args", "loss"},
 }

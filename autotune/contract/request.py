@@ -79,6 +79,16 @@ class TrialRequest:
     save_compile_artifacts: bool = False
     """After measuring a compiled config, save its compiled artifacts beside the result, for
     production to load (`TunedConfig.load_compile_artifacts`)."""
+    nproc_per_node: int = 1
+    """Ranks of one DDP trial (`torch.distributed.run --nproc-per-node`); 1: a plain process."""
+    collective_timeout: float = 60.0
+    """Seconds a DDP rank waits in a collective for the others before it raises: a stuck rank
+    surfaces as an error in its peers instead of a silent wait."""
+
+    def __post_init__(self) -> None:
+        if self.nproc_per_node < 1 or self.collective_timeout <= 0:
+            raise ValueError(f"need nproc_per_node >= 1 and a positive collective_timeout, got "
+                             f"{self.nproc_per_node=}, {self.collective_timeout=}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +101,8 @@ class TrialRequest:
             "diagnose_from": self.diagnose_from,
             "check_env": self.check_env,
             "save_compile_artifacts": self.save_compile_artifacts,
+            "nproc_per_node": self.nproc_per_node,
+            "collective_timeout": self.collective_timeout,
         }
 
     @classmethod
@@ -105,6 +117,8 @@ class TrialRequest:
             diagnose_from=data.get("diagnose_from"),
             check_env=data["check_env"],
             save_compile_artifacts=data.get("save_compile_artifacts", False),
+            nproc_per_node=data.get("nproc_per_node", 1),
+            collective_timeout=data.get("collective_timeout", 60.0),
         )
 
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["TrialProcess", "kill_group"]
+__all__ = ["TrialProcess", "kill_group", "kill_pgid"]
 
 
 class TrialProcess(Protocol):
@@ -38,6 +38,13 @@ def kill_group(proc: TrialProcess, grace_seconds: float) -> None:
     # when killpg returns (seen in CI: a worker in state R after the leader was reaped). Wait
     # until the group has only zombies left, so no process of the trial runs after we return.
     _wait_group_dead(pgid, timeout=5.0)
+
+
+def kill_pgid(pgid: int, *, timeout: float = 5.0) -> None:
+    """SIGKILL process group `pgid`, which is not our child's (a DDP rank: the launcher starts
+    each in a session of its own), and wait until nothing of it runs."""
+    _signal_group(pgid, signal.SIGKILL)
+    _wait_group_dead(pgid, timeout=timeout)
 
 
 def _group_running(pgid: int) -> bool:

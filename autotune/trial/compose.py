@@ -18,6 +18,7 @@ from autotune.trial.features.amp import apply_amp, set_matmul_precision
 from autotune.trial.features.checkpoint import apply_checkpoint
 from autotune.trial.features.compile import apply_compile
 from autotune.trial.features.dataloader import apply_dataloader, dataloader_kwargs, to_device
+from autotune.trial.features.ddp import no_sync
 from autotune.trial.measure import StepResult
 
 __all__ = ["TrainStep", "apply_model_features", "compose", "loader_knobs"]
@@ -30,17 +31,25 @@ def apply_model_features(
     amp_dtype: str,
     checkpoint: float,
     compile: str,
+    ddp: Callable[[torch.nn.Module], torch.nn.Module] | None = None,
 ) -> tuple[torch.nn.Module, int]:
     """Apply the model-side knobs in the one right order; return the module to call in
     training and how many blocks were checkpointed. The trials and production
     (`TunedConfig.wrap_model`) both come through here, so what was measured is what runs.
+    `ddp` wraps the model for data-parallel training (`features.ddp.apply_ddp` with the DDP
+    knobs), or None in a single process.
     """
     # 1. Precision first: compile bakes the fp32 matmul precision into its kernels.
     set_matmul_precision(amp_dtype)
     # 2. Checkpoint before compile, so the compiled graph is the checkpointed one (compiling
     #    first would capture the unwrapped forward and save every activation).
     wrapped = apply_checkpoint(blocks, checkpoint)
-    # 3. Compile last: it wraps everything above. Lazy: it happens on the first forward.
+    # 3. DDP around the checkpointed model, inside compile: compiling the DDP module lets
+    #    Dynamo's DDPOptimizer split the graph at bucket boundaries, so each bucket's all-reduce
+    #    overlaps the rest of the backward (torch/_dynamo/backends/distributed.py).
+    if ddp is not None:
+        model = ddp(model)
+    # 4. Compile last: it wraps everything above. Lazy: it happens on the first forward.
     return apply_compile(model, compile), wrapped
 
 
@@ -68,6 +77,7 @@ class TrainStep:
         clock: Callable[[], float] = time.perf_counter,
         dataset: Any = None,
         on_phase: Callable[[Phase], None] = lambda phase: None,
+        ddp: Callable[[torch.nn.Module], torch.nn.Module] | None = None,
     ) -> None:
         self.adapter = adapter
         self.config = config
@@ -88,7 +98,11 @@ class TrainStep:
             blocks = adapter.blocks(model)
         self.forward_model, self.blocks_checkpointed = apply_model_features(
             self.model, blocks, amp_dtype=config.amp_dtype,
-            checkpoint=config.checkpoint, compile=config.compile)
+            checkpoint=config.checkpoint, compile=config.compile, ddp=ddp)
+        # The DDP module (under compile's wrapper, if any): accumulating micro-batches skip
+        # its all-reduce but the last (`no_sync`).
+        self._ddp = getattr(self.forward_model, "_orig_mod", self.forward_model) if ddp else None
+        self._stepped = False
         on_phase(Phase.DATASET)
         if dataset is None:
             with _blamed("dataset()"):
@@ -153,7 +167,7 @@ class TrainStep:
         items = 0
         wait = 0.0
         accum = self.config.grad_accum
-        for _ in range(accum):
+        for i in range(accum):
             # Data wait is the time blocked on the DataLoader. The copy is left out of it: a
             # pageable copy waits for the GPU to finish queued compute, which is not input cost.
             t0 = self.clock()
@@ -161,7 +175,7 @@ class TrainStep:
             wait += self.clock() - t0
             batch = to_device(batch, self.device, non_blocking=self.config.pin_memory)
             items += n
-            self.micro_step(batch, accum)
+            self._micro_step(batch, accum, last=i == accum - 1)
         self.optimizer_step()
         return StepResult(items=items, data_wait=wait)
 
@@ -189,9 +203,18 @@ class TrainStep:
         """One optimizer step of `grad_accum` micro-batches of one batch kept on the device
         (the model alone, no loader: what the diagnosis times)."""
         accum = self.config.grad_accum
-        for _ in range(accum):
-            self.micro_step(batch, accum)
+        for i in range(accum):
+            self._micro_step(batch, accum, last=i == accum - 1)
         self.optimizer_step()
+
+    def _micro_step(self, batch: Any, accum: int, *, last: bool) -> None:
+        # The first step reduces every micro-batch: DDP's static_graph records the graph then,
+        # and asserts (expect_autograd_hooks_) under no_sync in it (torch 2.13, gloo).
+        if last or self._ddp is None or not self._stepped:
+            self.micro_step(batch, accum)
+            return
+        with no_sync(self._ddp):  # DDP reduces the accumulated gradients once, at the last
+            self.micro_step(batch, accum)
 
     def optimizer_step(self) -> None:
         try:
@@ -201,6 +224,7 @@ class TrainStep:
             raise
         self.amp.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
+        self._stepped = True
 
     def sync(self) -> None:
         if self.device.type == "cuda":
@@ -220,10 +244,12 @@ class TrainStep:
 
 def compose(adapter: Adapter, config: TrainConfig, device: torch.device, *,
             dataset: Any = None,
-            on_phase: Callable[[Phase], None] = lambda phase: None) -> TrainStep:
+            on_phase: Callable[[Phase], None] = lambda phase: None,
+            ddp: Callable[[torch.nn.Module], torch.nn.Module] | None = None) -> TrainStep:
     """The user's step with `config` applied; `dataset` if already built (a fork server's).
-    `on_phase` hears when building the model and building the dataset begin."""
-    return TrainStep(adapter, config, device, dataset=dataset, on_phase=on_phase)
+    `on_phase` hears when building the model and building the dataset begin; `ddp` wraps the
+    model for data-parallel training (see `apply_model_features`)."""
+    return TrainStep(adapter, config, device, dataset=dataset, on_phase=on_phase, ddp=ddp)
 
 
 def _check_loss(loss: Any) -> None:

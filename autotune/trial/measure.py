@@ -50,6 +50,10 @@ class Step(Protocol):
     def __call__(self) -> StepResult: ...
 
 
+Gather = Callable[[tuple[float, ...]], list[tuple[float, ...]]]
+"""Every DDP rank's values of a tuple, in rank order (an all-gather across the ranks)."""
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Window:
     steps: int
@@ -126,6 +130,7 @@ def measure(
     on_window: Callable[[Window], None] | None = None,
     on_timed_start: Callable[[], None] | None = None,
     on_first_step: Callable[[float], None] | None = None,
+    gather: Gather | None = None,
 ) -> Measurement:
     """Warm `step` up, then time windows of it until they agree or the budget ends.
 
@@ -133,6 +138,11 @@ def measure(
     every loss so far was finite. `on_timed_start` is called once, right before the first timed
     window (after warm-up); `on_first_step` once the first warm-up step (where compiling
     happens) is done, with its seconds. Raises `NonFiniteLoss` as soon as a check fails.
+
+    `gather` makes the DDP ranks of one trial measure as one: every decision (warm-up over,
+    window length, stop) is taken on values all ranks agree on, the slowest rank's times, so
+    all run the same steps; a window counts the items of every rank over the slowest rank's
+    seconds (the global rate). `finite` must then agree across the ranks too.
     """
     s = settings
     start = clock()
@@ -145,8 +155,12 @@ def measure(
         t0 = clock()
         result = step()
         sync()
-        wall_times.append(clock() - t0)
-        compute_times.append(wall_times[-1] - result.data_wait)
+        wall = clock() - t0
+        compute = wall - result.data_wait
+        if gather is not None:  # the slowest rank's times: every rank decides alike
+            wall, compute = (max(values) for values in zip(*gather((wall, compute))))
+        wall_times.append(wall)
+        compute_times.append(compute)
         steps += 1
         if steps == 1 and on_first_step is not None:
             on_first_step(wall_times[0])
@@ -174,9 +188,15 @@ def measure(
     if on_timed_start is not None:
         on_timed_start()
     timed_start = clock()
+    # Across ranks a window is not cut short by one rank's clock: all must run its steps.
+    max_seconds = 2 * s.window_seconds if gather is None else math.inf
     while True:
-        windows.append(_window(step, per_window, sync, clock,
-                               max_seconds=2 * s.window_seconds, min_steps=rounds))
+        window = _window(step, per_window, sync, clock, max_seconds=max_seconds,
+                         min_steps=rounds)
+        elapsed = clock() - timed_start
+        if gather is not None:
+            window, elapsed = _agreed(window, elapsed, gather)
+        windows.append(window)
         if on_window is not None:
             on_window(windows[-1])
         if not finite():
@@ -187,7 +207,7 @@ def measure(
         ):
             converged = True
             break
-        out_of_time = clock() - timed_start >= s.budget_seconds
+        out_of_time = elapsed >= s.budget_seconds
         if len(windows) >= s.max_windows or (out_of_time and len(windows) >= s.min_windows):
             break
     return Measurement(
@@ -200,6 +220,15 @@ def measure(
         tolerance=s.tolerance,
         agree=s.agree,
     )
+
+
+def _agreed(window: Window, elapsed: float, gather: Gather) -> tuple[Window, float]:
+    """The window of all ranks: every rank's items over the slowest rank's seconds (its mean
+    data wait), and the longest time any rank has spent in timed windows."""
+    ranks = gather((window.seconds, float(window.items), window.data_wait, elapsed))
+    seconds, items, waits, elapsed_all = zip(*ranks)
+    return Window(steps=window.steps, items=int(sum(items)), seconds=max(seconds),
+                  data_wait=statistics.fmean(waits)), max(elapsed_all)
 
 
 def _settled(times: Sequence[float], ratio: float) -> bool:

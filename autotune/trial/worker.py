@@ -17,7 +17,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.contract.allocator import ALLOC_ENV
 from autotune.contract.config import TrainConfig
@@ -28,6 +28,9 @@ from autotune.trial import noiseprobe
 from autotune.trial.hostcpu import CpuTimes, cpu_usage, read_cpu_times
 from autotune.trial.lifetime import die_with_parent
 from autotune.trial.measure import NonFiniteLoss, Window
+
+if TYPE_CHECKING:
+    from autotune.trial.distributed import Rank
 
 __all__ = ["Preloaded", "main", "run_trial", "serve", "settings_for"]
 
@@ -45,12 +48,15 @@ def settings_for(config: TrainConfig, base: MeasureSettings) -> MeasureSettings:
 
 
 def run_trial(request: TrialRequest, events: Path | None = None,
-              started: float | None = None, preloaded: Preloaded | None = None) -> TrialResult:
+              started: float | None = None, preloaded: Preloaded | None = None,
+              rank: Rank | None = None) -> TrialResult:
     """Compose and measure one config; return its outcome (never raises for trial failures).
 
     `started` is the `perf_counter` time the process (or fork) began: what came before this
     call is the trial's start phase. An exception from the adapter's own code is marked in
-    the result (`contract_error`) with the part of the adapter it came from."""
+    the result (`contract_error`) with the part of the adapter it came from. `rank`: this
+    process is one rank of a DDP trial (`autotune.trial.distributed`); it measures in lockstep
+    with the others and skips the diagnosis (its steps would have to run on every rank)."""
     phases = _Phases(events, started)
     phases.enter(Phase.IMPORT)
     import torch
@@ -63,7 +69,7 @@ def run_trial(request: TrialRequest, events: Path | None = None,
     from autotune.trial.oom import is_oom_error
 
     config = request.config
-    device = torch.device(request.device)
+    device = torch.device(request.device) if rank is None else rank.device(request.device)
     unit = "samples"
     step = None
     facts: dict[str, Any] = {}
@@ -89,6 +95,8 @@ def run_trial(request: TrialRequest, events: Path | None = None,
         unit = adapter_cls.unit
         # Starting the device (CUDA's first call takes seconds) belongs to building the model.
         phases.enter(Phase.MODEL)
+        if rank is not None:
+            rank.setup()  # the process groups (NCCL starts here, with CUDA)
         facts["fingerprint"] = fingerprint(device)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
@@ -97,7 +105,8 @@ def run_trial(request: TrialRequest, events: Path | None = None,
         except Exception as exc:
             blame(exc, "the adapter's __init__")
             raise
-        step = compose(adapter, config, device, dataset=dataset, on_phase=phases.enter)
+        step = compose(adapter, config, device, dataset=dataset, on_phase=phases.enter,
+                       ddp=None if rank is None else rank.wrap)
         facts["blocks_checkpointed"] = step.blocks_checkpointed
         phases.emit({"event": "composed"})
         phases.enter(Phase.FIRST_BATCH)
@@ -115,7 +124,9 @@ def run_trial(request: TrialRequest, events: Path | None = None,
         def first_step(seconds: float) -> None:  # past it, a slow warm-up is not compiling
             phases.emit({"event": "first_step", "seconds": seconds})
 
-        m = measure(step, sync=step.sync, finite=step.finite, settings=settings,
+        m = measure(step, sync=step.sync, settings=settings,
+                    finite=step.finite if rank is None else rank.agreed(step.finite),
+                    gather=None if rank is None else rank.gather,
                     on_window=on_window, on_timed_start=timed_start, on_first_step=first_step)
         facts["host_cpu"] = cpu_usage(cpu_start[0] if cpu_start else None, read_cpu_times())
         if noise_start:
@@ -124,7 +135,8 @@ def run_trial(request: TrialRequest, events: Path | None = None,
             facts.update(_compile_cache_counts())
             if request.save_compile_artifacts and events is not None:
                 facts["compile_artifacts"] = _save_compile_artifacts(events.parent)
-        if request.diagnose and m.throughput >= (request.diagnose_from or 0.0):
+        if request.diagnose and rank is None \
+                and m.throughput >= (request.diagnose_from or 0.0):
             phases.enter(Phase.DIAGNOSIS)
             facts.update(_diagnose(step, m, settings.prefetch_batches,
                                    cpu_busy_fraction=getattr(facts["host_cpu"], "busy_fraction",
@@ -143,6 +155,8 @@ def run_trial(request: TrialRequest, events: Path | None = None,
                              **facts)
     except Exception as exc:  # the trial's outcome: classified, with its traceback in the log
         traceback.print_exc()
+        if rank is not None:
+            rank.failed(exc)
         reason = _one_line(exc)
         status = Status.OOM if is_oom_error(exc) else Status.ERROR
         result = TrialResult(status=status, reason=reason, unit=unit,
