@@ -124,8 +124,6 @@ def parse_space(
         knob = _parse_knob(name, body, source=source, adapter=adapter, cpus=cpus, fixed=fixed,
                            baseline=baseline)
         _check_device(knob, source, device_type)
-        if KNOB[name].ddp and nproc == 1:
-            continue  # validated, but one process has no gradients to all-reduce
         knobs.append(knob)
     names = {k.name for k in knobs}
     for knob in knobs:
@@ -144,6 +142,9 @@ def parse_space(
                 f"{source}: key '{knob.name}' must include PyTorch's default {default}: trial 0 "
                 "measures the defaults as the baseline"
             )
+    if nproc == 1:  # validated above, but one process has no gradients to all-reduce
+        knobs = [k for k in knobs if not KNOB[k.name].ddp]
+        names = {k.name for k in knobs}
     return SearchSpace(
         source=source,
         knobs=tuple(_order(knobs, names, source)),

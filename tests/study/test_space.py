@@ -537,3 +537,35 @@ def test_baseline_is_sampled_from_its_enqueued_params() -> None:
     study.enqueue_trial(space.params_for(space.baseline))
     trial = study.ask()
     assert space.suggest(trial) == space.baseline == TrainConfig(batch_size=32)
+
+
+# -- DDP knobs --------------------------------------------------------------------------------------
+
+DDP_KNOBS = {"bucket_cap_mb": {"choices": [None, 10, 100]},
+             "gradient_as_bucket_view": {"choices": [False, True]},
+             "static_graph": {"choices": [False, True]}}
+
+
+def test_ddp_knobs_are_searched_only_across_ranks() -> None:
+    raw = {"num_workers": {"choices": [0, 1]}, **DDP_KNOBS}
+    one = parse(raw)
+    assert [k.name for k in one.knobs] == ["num_workers"]  # one process: nothing to all-reduce
+    assert {c.bucket_cap_mb for c in one.enumerate()} == {None}
+    two = parse_space(raw, source=SOURCE, adapter=Plain, device_type="cpu", cpus=4, nproc=2)
+    assert {k.name for k in two.knobs} == {"num_workers", *DDP_KNOBS}
+    assert len(two.enumerate()) == 2 * 3 * 2 * 2
+    assert two.baseline.bucket_cap_mb is None  # DDP's own default buckets
+
+
+def test_ddp_knobs_are_validated_even_for_one_process() -> None:
+    message = parse_error({"bucket_cap_mb": {"choices": [None, 0]}}, key="bucket_cap_mb")
+    assert "at least 1" in message
+    message = parse_error({"bucket_cap_mb": {"choices": [10, 100]}}, key="bucket_cap_mb")
+    assert "null" in message  # the baseline's DDP default must be measurable
+
+
+@pytest.mark.parametrize("name", ["default", "full", "cpu"])
+def test_builtin_spaces_search_the_ddp_knobs_across_ranks(name: str) -> None:
+    device = "cpu" if name == "cpu" else "cuda"
+    space = load_space(find_space(name), adapter=Plain, device_type=device, cpus=4, nproc=2)
+    assert set(DDP_KNOBS) <= {k.name for k in space.knobs}

@@ -272,3 +272,53 @@ def test_timed_start_hook_runs_once_between_warmup_and_the_first_window() -> Non
     )
     assert seen[0] == ("start", m.warmup_steps)  # after every warm-up step, before any timed one
     assert [kind for kind, _ in seen] == ["start"] + ["window"] * len(m.windows)
+
+
+# -- DDP ranks: one measurement -------------------------------------------------------------------
+
+
+class TwoRanks:
+    """A `gather` that plays this process as rank 0 of two, rank 1 `slower` times slower in
+    every time it reports, with the same items; remembers each call's values."""
+
+    def __init__(self, slower: float) -> None:
+        self.slower = slower
+        self.calls: list[tuple[float, ...]] = []
+
+    def __call__(self, values: tuple[float, ...]) -> list[tuple[float, ...]]:
+        self.calls.append(values)
+        if len(values) == 4:  # a window: seconds, items, data wait, elapsed
+            seconds, items, wait, elapsed = values
+            return [values, (seconds * self.slower, items, wait, elapsed * self.slower)]
+        return [values, tuple(v * self.slower for v in values)]  # warm-up: wall, compute
+
+
+def test_ranks_count_every_ranks_items_over_the_slowest_ranks_time() -> None:
+    gather = TwoRanks(slower=2.0)
+    clock = FakeClock()
+    step = FakeStep(clock, lambda n: FAST)
+    m = measure(step, sync=step.sync, finite=lambda: True, clock=clock, gather=gather,
+                settings=MeasureSettings(window_seconds=4 * FAST, budget_seconds=1000.0))
+    # Global rate: both ranks' items over rank 1's (twice as long) window.
+    assert m.throughput == pytest.approx(2 * ITEMS / (2 * FAST))
+    assert m.step_seconds == pytest.approx(2 * FAST)
+    # Each warm-up step and each window was agreed on (the decisions use the agreed values).
+    assert len(gather.calls) == m.warmup_steps + len(m.windows)
+    # Window length follows the slowest rank's step: 4 x FAST of target is 2 of its steps, so
+    # the floor (min_window_steps) decides, on both ranks alike.
+    assert {w.steps for w in m.windows} == {MeasureSettings().min_window_steps}
+
+
+def test_ranks_never_cut_a_window_on_one_ranks_clock() -> None:
+    # A window that slows down 100x would be cut at 2 x window_seconds in one process; across
+    # ranks every rank must run the same steps, so it runs to its length.
+    def steps(gather: Callable[[tuple[float, ...]], list[tuple[float, ...]]] | None) -> list[int]:
+        clock = FakeClock()
+        step = FakeStep(clock, lambda n: FAST if n < 10 else 100 * FAST)
+        m = measure(step, sync=step.sync, finite=lambda: True, clock=clock, gather=gather,
+                    settings=MeasureSettings(window_seconds=16 * FAST, budget_seconds=1000.0,
+                                             max_windows=3))
+        return [w.steps for w in m.windows]
+
+    assert steps(None)[0] < 16  # one process: cut at the time cap
+    assert steps(lambda v: [v, v]) == [16, 16, 16]
