@@ -62,6 +62,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "grad_accum) too; by default every config keeps the adapter's "
                         "(global_batch_size, else batch_size), so training computes the same; "
                         "same as vary_global_batch = True in the adapter")
+    search.add_argument("--nproc-per-node", type=positive(int), default=1,
+                        help="run each trial as this many DDP ranks through torch.distributed."
+                        "run, one GPU each (gloo ranks on a CPU), and search the DDP knobs too; "
+                        "each rank gets its share of the CPUs (default 1: one process, no DDP)")
     search.add_argument("--no-prune", action="store_true",
                         help="measure every trial to the end, even one clearly slower than the "
                         "best so far")
@@ -73,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from autotune.contract.request import MeasureSettings
     from autotune.outputs.display import RichDisplay
     from autotune.outputs.report import OutputWriter
+    from autotune.study.ddp_runner import DDPRunner
     from autotune.study.forkserver import ForkServerRunner
     from autotune.study.runner import SubprocessRunner
     from autotune.study.search import Interrupted, Search, SearchSettings
@@ -83,10 +88,12 @@ def run(args: argparse.Namespace) -> int:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the display reports progress
     device = resolve_device(args.device)
+    nproc = args.nproc_per_node
+    cpus = _cpus_per_rank(nproc, device)
     adapter = load_adapter(args.adapter)
     space_path = find_space(args.space or ("default" if device == "cuda" else "cpu"))
-    space = load_space(space_path, adapter=adapter, device_type=device,
-                       vary_global_batch=args.vary_global_batch)
+    space = load_space(space_path, adapter=adapter, device_type=device, cpus=cpus,
+                       vary_global_batch=args.vary_global_batch, nproc=nproc)
     if args.confirm < 0:
         raise InputError(f"--confirm {args.confirm}: must be 0 (no confirmation) or more")
     for flag, value in (("--tolerance", args.tolerance),
@@ -117,13 +124,20 @@ def run(args: argparse.Namespace) -> int:
         confirm=args.confirm,
         confirm_repeats=args.confirm_repeats,
         prune=not args.no_prune,
+        cpus=cpus,
+        nproc_per_node=nproc,
     )
     display = RichDisplay()
     cache = out / "compile-cache"
-    runner = ForkServerRunner(log=out / "forkserver.log", cache_dir=cache)
+    runner: ForkServerRunner | DDPRunner
+    if nproc > 1:  # fresh launchers for the search and the confirmation: the ranks are theirs
+        runner = confirm_runner = DDPRunner(nproc_per_node=nproc, cache_dir=cache)
+    else:
+        runner = ForkServerRunner(log=out / "forkserver.log", cache_dir=cache)
+        confirm_runner = SubprocessRunner(cache_dir=cache)
     writer = OutputWriter(settings)
     search = Search(settings, space, adapter, runner=runner, listener=display, on_change=writer,
-                    confirm_runner=SubprocessRunner(cache_dir=cache))
+                    confirm_runner=confirm_runner)
     try:
         winner = search.run()
     except Interrupted as exc:
@@ -147,3 +161,20 @@ def run(args: argparse.Namespace) -> int:
             display.console.print(f"[bold yellow]note:[/] {note}")
     display.console.print(f"wrote {out}/best.yaml, {out}/trials.csv, {out}/throughput.png")
     return 0
+
+
+def _cpus_per_rank(nproc: int, device: str) -> int | None:
+    """Each DDP rank's share of this process's CPUs (None: all, for one process); the ranks
+    need a GPU each on CUDA."""
+    if nproc == 1:
+        return None
+    from autotune.contract.host import available_cpus
+
+    if device == "cuda":
+        import torch
+
+        gpus = torch.cuda.device_count()
+        if nproc > gpus:
+            raise InputError(f"--nproc-per-node {nproc}: only {gpus} GPU(s) are visible; one "
+                             "rank per GPU")
+    return max(1, available_cpus() // nproc)

@@ -65,6 +65,9 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
         "provenance": {
             "device": fp.device,
             "device_kind": settings.device,
+            # DDP ranks per trial: the throughput is all ranks' items per second, the batch
+            # and the loader knobs are each rank's.
+            "nproc_per_node": settings.nproc_per_node,
             "gpu_memory_gb": fp.gpu_memory_gb,
             "driver": fp.driver,
             "torch": fp.torch,

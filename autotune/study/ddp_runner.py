@@ -88,6 +88,9 @@ class DDPRunner(SubprocessRunner):
                                  missing=missing)
         return merged.replace(log=result.log, duration_seconds=result.duration_seconds)
 
+    def close(self) -> None:
+        """Nothing outlives a trial (as `ForkServerRunner.close`, for the caller's cleanup)."""
+
     def _launch(self, request: TrialRequest, trial_dir: Path, log: BinaryIO) -> TrialProcess:
         return subprocess.Popen(
             launch_command(trial_dir, self.nproc_per_node),

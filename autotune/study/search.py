@@ -92,6 +92,8 @@ class SearchSettings:
     """"tpe" (multivariate TPE) or "random"."""
     cpus: int | None = None
     """CPUs the trials may use (the hand recipe's workers follow); None: this process's."""
+    nproc_per_node: int = 1
+    """DDP ranks per trial (the runner starts them); the layout a result holds for."""
 
     def __post_init__(self) -> None:
         # One name for the storage whatever the working directory (study.yaml records it).
