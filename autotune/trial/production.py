@@ -71,16 +71,32 @@ class TunedConfig:
         torch.compiler.load_cache_artifacts(self.compile_artifacts.read_bytes())
         return True
 
+    def ddp_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for `torch.nn.parallel.DistributedDataParallel`: the DDP knobs."""
+        from autotune.trial.features.ddp import ddp_kwargs
+
+        c = self.config
+        return ddp_kwargs(bucket_cap_mb=c.bucket_cap_mb, static_graph=c.static_graph,
+                          gradient_as_bucket_view=c.gradient_as_bucket_view)
+
     def wrap_model(
-        self, model: torch.nn.Module, blocks: Sequence[torch.nn.Module] = ()
+        self, model: torch.nn.Module, blocks: Sequence[torch.nn.Module] = (), *,
+        ddp: bool = False,
     ) -> torch.nn.Module:
-        """Set the matmul precision, checkpoint `blocks`, then compile: returns the module to
-        call in training, built in the same order the trials measured."""
+        """Set the matmul precision, checkpoint `blocks`, wrap in DDP (`ddp=True`: over the
+        initialized process group, with the DDP knobs, the model already on this rank's
+        device), then compile: returns the module to call in training, built in the same
+        order the trials measured."""
         from autotune.trial.compose import apply_model_features
+        from autotune.trial.features.ddp import apply_ddp
+
+        def wrap(module: torch.nn.Module) -> torch.nn.Module:
+            device = next(module.parameters()).device
+            return apply_ddp(module, device, **self.ddp_kwargs())
 
         wrapped, _ = apply_model_features(
             model, blocks, amp_dtype=self.config.amp_dtype, checkpoint=self.config.checkpoint,
-            compile=self.config.compile)
+            compile=self.config.compile, ddp=wrap if ddp else None)
         return wrapped
 
 

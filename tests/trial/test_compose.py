@@ -309,3 +309,24 @@ def test_what_a_config_explains_is_not_blamed_on_the_adapter(tiny_adapter: Path)
     exc = compile_error("inductor failed")
     blame(exc, "loss(model, batch)")
     assert blamed(exc) == ""
+
+
+def test_ddp_wraps_the_checkpointed_model_inside_compile() -> None:
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from autotune.trial.features.ddp import apply_ddp
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    try:
+        wrapped, checkpointed = apply_model_features(
+            model, list(model), amp_dtype="fp32", checkpoint=1.0, compile="default",
+            ddp=lambda m: apply_ddp(m, torch.device("cpu"), bucket_cap_mb=None,
+                                    gradient_as_bucket_view=False, static_graph=False))
+        # compile(DDP(checkpointed model)): Dynamo's DDPOptimizer splits at bucket boundaries.
+        assert checkpointed == 2
+        ddp = getattr(wrapped, "_orig_mod")
+        assert isinstance(ddp, DistributedDataParallel) and ddp.module is model
+    finally:
+        dist.destroy_process_group()

@@ -208,3 +208,26 @@ def test_no_compile_artifacts_to_load(tmp_path: Path) -> None:
     missing = TunedConfig(config=CPU_BF16.config, device="cpu",
                           compile_artifacts=tmp_path / "nope.bin")
     assert missing.load_compile_artifacts() is False
+
+
+def test_ddp_kwargs_and_a_ddp_wrapped_model() -> None:
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    cfg = TunedConfig(config=TrainConfig(batch_size=8, bucket_cap_mb=50, static_graph=True),
+                      device="cpu")
+    assert cfg.ddp_kwargs() == {"bucket_cap_mb": 50, "gradient_as_bucket_view": False,
+                                "static_graph": True}
+    model = torch.nn.Linear(4, 2)
+    with pytest.raises(RuntimeError, match="initialized process group"):
+        cfg.wrap_model(model, ddp=True)
+    # One gloo rank in this process, over an in-memory store: no other process, no port.
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    try:
+        wrapped = cfg.wrap_model(model, ddp=True)
+        assert isinstance(wrapped, DistributedDataParallel) and wrapped.module is model
+        assert wrapped.static_graph
+        wrapped(torch.randn(3, 4)).sum().backward()
+        assert model.weight.grad is not None
+    finally:
+        dist.destroy_process_group()
