@@ -18,13 +18,14 @@ from typing import Any
 from autotune.adapter import Adapter
 from autotune.contract.config import TrainConfig
 from autotune.contract.fmt import human
+from autotune.contract.noise import spread_warning
 from autotune.contract.request import MeasureSettings, TrialRequest
 from autotune.contract.result import Status, TrialResult
 from autotune.contract.stats import relative_spread
 from autotune.study.recipes import bf16, bf16_compile, hand_recipe, pytorch_defaults
 from autotune.study.runner import Runner
 
-__all__ = ["LabRow", "lab_rows", "run_lab", "summarize"]
+__all__ = ["LabRow", "lab_rows", "noise_warnings", "run_lab", "summarize"]
 
 RECIPE_ROWS = (2, 3, 4)  # the rows a tuned config must beat: what people try by hand
 
@@ -113,6 +114,17 @@ def summarize(
         t["mfu"] = (value * flops_per_item / peak_flops
                     if value and flops_per_item and peak_flops else None)
     return table
+
+
+def noise_warnings(rows: list[LabRow], results: dict[int, list[TrialResult]], *, unit: str
+                   ) -> list[str]:
+    """One line per row whose repeated runs disagree, naming the cause that was measured."""
+    lines = []
+    for row in rows:
+        warning = spread_warning(results.get(row.index, []), unit=unit)
+        if warning is not None:
+            lines.append(f"row {row.index} ({row.name}): {warning}")
+    return lines
 
 
 def to_markdown(table: list[dict[str, Any]], *, unit: str, header: str = "") -> str:

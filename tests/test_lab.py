@@ -11,8 +11,8 @@ import pytest
 import yaml
 from helpers import TEST_ADAPTERS, run_autotune
 
-from autotune import Adapter, Status, TrainConfig, TrialResult
-from autotune.lab import LabRow, lab_rows, run_lab, summarize, to_markdown
+from autotune import Adapter, Noise, Status, TrainConfig, TrialResult
+from autotune.lab import LabRow, lab_rows, noise_warnings, run_lab, summarize, to_markdown
 from autotune.trial.measure import MeasureSettings
 from autotune.contract.request import TrialRequest
 
@@ -179,6 +179,17 @@ def test_summarize_medians_spread_and_ratios(
     assert by[1]["config"] == TrainConfig(batch_size=8).to_dict()
     assert all(t["mfu"] is None for t in table)
     json.dumps(table)  # lab.json
+
+
+def test_rows_whose_runs_disagree_are_warned_about_with_the_measured_cause(
+    rows: list[LabRow]
+) -> None:
+    busy = Noise(seconds=10.0, cpus=2, other_cpu_seconds=12.0)
+    results = {1: [ok(100.0), ok(104.0)],  # agree: no warning
+               2: [ok(100.0), TrialResult(status=Status.OK, throughput=160.0, noise=busy)]}
+    assert noise_warnings(rows, results, unit="samples") == [
+        "row 2 (+ bf16 autocast): runs disagree by 46% (100 to 160 samples/s); likely cause: "
+        "run 2: other processes kept 1.2 of the trial's 2 CPUs busy"]
 
 
 def test_best_recipe_ignores_rows_1_and_5(rows: list[LabRow]) -> None:

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from autotune.contract.host import available_cpus
     from autotune.contract.request import MeasureSettings
     from autotune.contract.result import Fingerprint
-    from autotune.lab import lab_rows, run_lab, save, summarize, to_markdown
+    from autotune.lab import lab_rows, noise_warnings, run_lab, save, summarize, to_markdown
     from autotune.outputs.display import make_console
     from autotune.study.runner import SubprocessRunner
 
@@ -86,5 +86,7 @@ def run(args: argparse.Namespace) -> int:
             "bf16_matmul_tflops": round(peak / 1e12, 1) if peak else None}
     save(table, out, unit=adapter.unit, meta=meta)
     console.print(to_markdown(table, unit=adapter.unit))
+    for warning in noise_warnings(rows, results, unit=adapter.unit):
+        console.print(f"[bold yellow]warning:[/] {warning}")
     console.print(f"wrote {out}/lab.md and {out}/lab.json")
     return 0 if all(t["throughput"] for t in table) else 1
