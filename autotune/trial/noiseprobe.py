@@ -25,7 +25,7 @@ from pathlib import Path
 
 from autotune.contract.noise import Noise, OtherProcess
 
-__all__ = ["Probe", "finish", "parse_gpu", "parse_limits", "start"]
+__all__ = ["Probe", "finish", "gpu_uuid", "parse_gpu", "parse_limits", "start"]
 
 PROC = Path("/proc")
 SYS_CPU = Path("/sys/devices/system/cpu")
@@ -92,6 +92,16 @@ def finish(before: Probe, *, pgrp: int | None = None, cpus: Collection[int] | No
                  cpu_throttle_events=(throttles - before.throttles
                                       if throttles is not None and before.throttles is not None
                                       else None), **gpu)
+
+
+def gpu_uuid(device: object) -> str | None:
+    """A torch device's GPU as nvidia-smi names it (None on a CPU)."""
+    import torch
+
+    if getattr(device, "type", None) != "cuda":
+        return None
+    uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
+    return str(uuid) if uuid is not None else None
 
 
 def _defaults(pgrp: int | None, cpus: Collection[int] | None) -> tuple[int, Collection[int]]:

@@ -130,7 +130,7 @@ def run_trial(request: TrialRequest, events: Path | None = None,
                     on_window=on_window, on_timed_start=timed_start, on_first_step=first_step)
         facts["host_cpu"] = cpu_usage(cpu_start[0] if cpu_start else None, read_cpu_times())
         if noise_start:
-            facts["noise"] = noiseprobe.finish(noise_start[0], gpu_uuid=_gpu_uuid(device))
+            facts["noise"] = noiseprobe.finish(noise_start[0], gpu_uuid=noiseprobe.gpu_uuid(device))
         if config.compile != "none":
             facts.update(_compile_cache_counts())
             if request.save_compile_artifacts and events is not None:
@@ -242,16 +242,6 @@ def _one_line(exc: BaseException) -> str:
     if len(lines) > 1:
         text += f" ... {lines[-1]}"
     return f"{type(exc).__name__}: {text}"[:300]
-
-
-def _gpu_uuid(device: Any) -> str | None:
-    """The trial's GPU as nvidia-smi names it (None on a CPU)."""
-    import torch
-
-    if device.type != "cuda":
-        return None
-    uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
-    return str(uuid) if uuid is not None else None
 
 
 def _memory(device: Any) -> dict[str, float | None]:
