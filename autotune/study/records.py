@@ -156,13 +156,17 @@ class StudyInfo:
     unit: str
     space: str
     device: str
+    nproc_per_node: int = 1
+    """DDP ranks per trial: the layout its throughputs hold for."""
 
 
 def read_info(study: optuna.Study) -> StudyInfo | None:
     attrs = study.user_attrs
     if not all(k in attrs for k in _INFO_KEYS):
         return None
-    return StudyInfo(**{k: attrs[k] for k in _INFO_KEYS})
+    # A study made before DDP trials ran one process per trial.
+    return StudyInfo(**{k: attrs[k] for k in _INFO_KEYS},
+                     nproc_per_node=int(attrs.get("nproc_per_node", 1)))
 
 
 def write_info(study: optuna.Study, info: StudyInfo) -> None:

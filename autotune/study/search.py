@@ -197,7 +197,7 @@ class Search:
         if info is None:
             records.write_info(study, records.StudyInfo(
                 adapter=str(s.adapter), unit=self.adapter.unit, space=self.space.source,
-                device=s.device))
+                device=s.device, nproc_per_node=s.nproc_per_node))
         elif info.unit != self.adapter.unit:
             raise InputError(
                 f"study {s.study_name!r} in {s.storage} measures {info.unit}, this adapter "
@@ -208,6 +208,12 @@ class Search:
                 f"study {s.study_name!r} in {s.storage} was measured on {info.device}, this "
                 f"run is on {s.device}: their throughputs cannot be ranked together; pass "
                 f"--device {info.device} or another --study-name"
+            )
+        elif info.nproc_per_node != s.nproc_per_node:
+            raise InputError(
+                f"study {s.study_name!r} in {s.storage} ran {info.nproc_per_node} rank(s) per "
+                f"trial, this run {s.nproc_per_node}: their throughputs cannot be ranked "
+                f"together; pass --nproc-per-node {info.nproc_per_node} or another --study-name"
             )
         return study
 

@@ -388,6 +388,13 @@ def test_study_of_another_device_is_refused(tmp_path: Path) -> None:
         search(tmp_path, LARGE, trials=2, device="cpu")
 
 
+def test_study_of_another_ddp_layout_is_refused(tmp_path: Path) -> None:
+    search(tmp_path, LARGE, trials=1, nproc_per_node=2).run()
+    assert study_of(tmp_path).user_attrs["nproc_per_node"] == 2
+    with pytest.raises(InputError, match="ran 2 rank"):
+        search(tmp_path, LARGE, trials=2)  # one process per trial: not comparable
+
+
 def test_cuda_graphs_with_accumulation_are_recorded_but_never_launched(tmp_path: Path) -> None:
     # Graph replay with gradient accumulation: PyTorch overwrites the first micro-batch's
     # gradients between replays, so the search must refuse it without starting a process.
