@@ -119,7 +119,8 @@ def run_trial(request: TrialRequest, events: Path | None = None,
         def timed_start() -> None:
             phases.enter(Phase.WINDOWS)
             cpu_start.append(read_cpu_times())
-            noise_start.append(noiseprobe.start())
+            if rank is None:  # a DDP rank's peers, in their own groups, would read as noise
+                noise_start.append(noiseprobe.start())
 
         def first_step(seconds: float) -> None:  # past it, a slow warm-up is not compiling
             phases.emit({"event": "first_step", "seconds": seconds})

@@ -73,6 +73,7 @@ def test_a_ddp_trial_measures_the_global_rate_with_the_parents_environment(
     assert result.throughput * result.step_seconds == pytest.approx(32, rel=0.1)
     assert result.windows is not None and result.windows >= 3
     assert result.diagnosis is None  # DDP trials are measured end to end only
+    assert result.noise is None  # the other rank's CPU time is not noise
     request = json.loads((trial_dir / "request.json").read_text())
     assert request["nproc_per_node"] == 2 and request["config"]["static_graph"] is True
     assert [o.result.status for o in read_ranks(trial_dir)] == [Status.OK, Status.OK]
