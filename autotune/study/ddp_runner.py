@@ -2,8 +2,9 @@
 
 The launcher is the trial process the runner watches, started fresh for every trial (never
 forked from the server: the ranks are its children, and each starts CUDA and NCCL itself),
-leading its own process group, with the parent's environment and the config's allocator
-settings (NCCL and multicast settings reach every rank unchanged). The launcher starts each
+leading its own process group and dying with this process (`autotune.trial.launch`), with the
+parent's environment and the config's allocator settings (NCCL and multicast settings reach
+every rank unchanged). The launcher starts each
 rank in a session of its own; the ranks record their pids, and when the trial ends (done,
 timed out, pruned, interrupted) every rank's process group is killed too, DataLoader workers
 included. The ranks agree on the outcome and rank 0 writes it; when they could not agree (a
@@ -35,8 +36,9 @@ than the 300 s trial limit: a stuck rank is named in its peers' errors."""
 
 def launch_command(trial_dir: Path, nproc_per_node: int) -> list[str]:
     """`torch.distributed.run` on this host (a local rendezvous on a free port), no restarts:
-    a failed rank fails the trial."""
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+    a failed rank fails the trial. Through `autotune.trial.launch`: torchrun's own `main`, in a
+    process that dies with this one."""
+    return [sys.executable, "-m", "autotune.trial.launch", "--standalone",
             f"--nproc-per-node={nproc_per_node}", "--max-restarts=0",
             "-m", "autotune.trial.distributed", str(trial_dir)]
 

@@ -1,16 +1,21 @@
 """DDP trials on a CPU: two gloo ranks through `torch.distributed.run`, a normal trial, an OOM on
 rank 1 only, a hang on rank 0 only; the parent's environment reaches every rank; no process of a
-trial (launcher, ranks, DataLoader workers) outlives it."""
+trial (launcher, ranks, DataLoader workers) outlives it, not even when the search is SIGKILLed."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import PID_DIR_ENV, TAG_ENV, kill_all, leftovers, recorded_pids
+from helpers import PID_DIR_ENV, REPO_ROOT, TAG_ENV, kill_all, leftovers, recorded_pids
 
 from autotune import MeasureSettings, Status, TrainConfig, TrialResult
 from autotune.contract.ranks import read_pids, read_ranks
@@ -115,3 +120,34 @@ def test_a_hang_on_rank_0_only_ends_at_the_trial_limit(tmp_path: Path, test_adap
     assert result.duration_seconds is not None and result.duration_seconds < 18 + 10
     assert len(recorded_pids(tmp_path, "worker")) == 2  # one worker per rank read samples
     assert_nothing_left(trial_dir, tmp_path, tag)
+
+
+def test_a_search_killed_with_sigkill_takes_every_rank_with_it(
+        tmp_path: Path, test_adapters: Path, tag: str) -> None:
+    # The search process is SIGKILLed mid-trial: it cannot clean up, so the launcher dies with
+    # it (autotune.trial.launch), the ranks with the launcher, the workers with the ranks.
+    trial_dir = tmp_path / "trials" / "3"
+    script = (
+        "import sys; from pathlib import Path\n"
+        "from autotune import MeasureSettings, TrainConfig\n"
+        "from autotune.contract.request import TrialRequest\n"
+        "from autotune.study.ddp_runner import DDPRunner\n"
+        f"r = TrialRequest(adapter={str(test_adapters / 'faults' / 'hang_rank0.py')!r}, "
+        "config=TrainConfig(batch_size=8, num_workers=1), device='cpu', "
+        "measure=MeasureSettings(window_seconds=0.02, budget_seconds=0.2))\n"
+        f"DDPRunner(nproc_per_node=2).run(r, Path({str(trial_dir)!r}), timeout=300)\n")
+    search = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_ROOT,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        # Both ranks are up, and a worker of each has read samples: rank 0 is hanging.
+        while len(recorded_pids(tmp_path, "worker")) < 2 or len(read_pids(trial_dir)) < 2:
+            assert time.monotonic() < deadline, "the ranks did not start"
+            assert search.poll() is None, "the search ended early"
+            time.sleep(0.2)
+        os.kill(search.pid, signal.SIGKILL)
+        search.wait()
+        assert_nothing_left(trial_dir, tmp_path, tag)
+    finally:
+        if search.poll() is None:
+            search.kill()
