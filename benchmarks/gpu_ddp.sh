@@ -4,9 +4,11 @@
 # (2-rank throughput / (2 x 1-rank throughput)), then the 2-rank winner with each DDP knob changed
 # alone. Figures and numbers go to $OUT: ddp.json, ddp-knobs.png, each search's best.yaml,
 # trials.csv, throughput.png and search log.
-#   bash benchmarks/gpu_ddp.sh [all|search|sweep]
+#   bash benchmarks/gpu_ddp.sh [all|search|sweep|test]
 # "all" fits one 10-minute device call with the default budgets; with longer budgets run
 # "search" and then "sweep" as two calls on the same warm machine (the work stays in $WORK).
+# "test" runs the 2-GPU tests (tests/gpu/test_ddp_cuda.py: NCCL ranks, the multicast settings
+# in every rank, an OOM on rank 1) and nothing else.
 #   BUDGET (seconds per search, default 150), SWEEP_SECONDS (timed seconds per sweep run,
 #   default 6; 0 skips it), SPACE (default "default"), WORK (default /tmp/gpu_ddp)
 set -u
@@ -19,6 +21,10 @@ WORK=${WORK:-/tmp/gpu_ddp}; OUT=${OUT:-$WORK/out}
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0} TORCH_SYMM_MEM_DISABLE_MULTICAST=${TORCH_SYMM_MEM_DISABLE_MULTICAST:-1} \
   NVSHMEM_DISABLE_NVLS=${NVSHMEM_DISABLE_NVLS:-1}
 mkdir -p "$WORK" "$OUT"
+if [ "$phase" = test ]; then
+  timeout 500 python3 -m pytest -v -p no:cacheprovider tests/gpu/test_ddp_cuda.py 2>&1 | tee "$OUT/test.log" | tail -15
+  exit "${PIPESTATUS[0]}"
+fi
 
 search() {  # NAME NPROC
   local name=$1 nproc=$2 dir=$WORK/$1
