@@ -8,14 +8,17 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from autotune.contract.config import TrainConfig
+from autotune.contract.fmt import human
 from autotune.contract.result import Fingerprint, TrialResult
 from autotune.study.records import StudyInfo
+from autotune.study.noise import DISAGREE, disagreement, evidence
 from autotune.study.winner import Winner
 
 if TYPE_CHECKING:
     from autotune.study.search import SearchSettings
 
-__all__ = ["batch_change", "best_document", "effective_batch", "yaml_header"]
+__all__ = ["batch_change", "best_document", "decision_block", "decision_note", "effective_batch",
+           "yaml_header"]
 
 # Above this share of CPU time taken by the hypervisor, best.yaml warns that CPU-bound rates
 # will move between runs (steal is time this VM was ready to run and was not allowed to).
@@ -43,12 +46,14 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
         "baseline": ({"value": _round(winner.baseline), "unit": f"{unit}/s"}
                      if winner.baseline else None),
         "speedup": _round(winner.speedup),
+        **decision_block(winner, unit),
         "confirmation": [
             {"trial": c.trial, "baseline": c.baseline,
              "runs": [_round(v) for v in c.throughputs], "median": _round(c.median),
              "spread": _round(c.spread), "search": _round(c.search_throughput)}
             for c in winner.confirmation
         ] if winner.confirmation else None,
+        "study": _study_block(winner),
         "diagnosis": _diagnosis(result),
         "measurement": {
             "trial": best.number,
@@ -84,6 +89,75 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
             "storage": settings.storage,
         },
     }
+
+
+def decision_block(winner: Winner, unit: str) -> dict[str, Any]:
+    """`confidence` (high or low) and the numbers behind it: how the confirmation decided,
+    and whether the ratio to the baseline stands."""
+    d = winner.decision
+    if d is None or not winner.confirmation:
+        return {"confidence": "low", "decision": {
+            "verdict": "not confirmed",
+            "note": "one search measurement: no fresh runs re-measured it (--confirm 0, or the "
+                    "budget ended first)"}}
+    block: dict[str, Any] = {
+        "verdict": d.verdict,
+        "note": decision_note(winner),
+        "runs": d.runs,
+        "spread": _round(d.spread),
+        "runner_up": d.runner_up,
+        "runner_up_runs": d.runner_up_runs,
+        "ratio": _round(d.ratio),
+        "interval": [_round(v) for v in d.interval] if d.interval else None,
+    }
+    if d.tied:
+        block["tied"] = list(d.tied)
+        block["picked"] = ("the cheapest of the tied configs: less peak memory, then fewer "
+                           "workers, then no compile")
+    block["baseline_spread"] = _round(d.baseline_spread)
+    block["speedup_confirmed"] = d.speedup_confirmed
+    block["speedup_interval"] = ([_round(v) for v in d.speedup_interval]
+                                 if d.speedup_interval else None)
+    if not d.speedup_confirmed and winner.baseline:
+        block["speedup_note"] = (
+            f"not confirmed: the baseline's runs disagree by {d.baseline_spread:.3g}x"
+            if d.baseline_spread is not None else "not confirmed: the baseline has no runs")
+    noisy = max(winner.confirmation, key=lambda c: disagreement(evidence(c)))
+    worst = disagreement(evidence(noisy))
+    if worst >= DISAGREE:
+        runs = evidence(noisy)
+        block["warning"] = (f"runs of one config disagree by {worst:.3g}x (trial {noisy.trial}: "
+                            f"{human(min(runs))} to {human(max(runs))} {unit}/s): something "
+                            "besides the config changed the rates between runs")
+    return {"confidence": d.confidence, "decision": block}
+
+
+def _study_block(winner: Winner) -> dict[str, Any]:
+    """Where the winner is in the Optuna study: its best trial, with the value it was told."""
+    if winner.study_trial is None:
+        return {"best_trial": winner.record.number, "value": winner.record.value}
+    block: dict[str, Any] = {"best_trial": winner.study_trial, "value": winner.study_value,
+                             "search_trial": winner.record.number}
+    if winner.study_value is not None and winner.study_value > winner.throughput * (1 + 1e-9):
+        block["note"] = ("the value told to Optuna is raised to just above the study's highest "
+                         "single measurement, so that its best trial (and optuna-dashboard's) is "
+                         "this winner; the confirmed rate is throughput.value")
+    return block
+
+
+def decision_note(winner: Winner) -> str:
+    d = winner.decision
+    assert d is not None  # checked by the caller
+    if d.verdict == "clear lead":
+        return (f"trial {winner.record.number} leads trial {d.runner_up} by {d.ratio:.3g}x "
+                f"(95% interval {d.interval[0]:.3g}-{d.interval[1]:.3g}) over {d.runs} and "
+                f"{d.runner_up_runs} fresh runs" if d.interval and d.ratio else "clear lead")
+    if d.verdict == "tie within noise":
+        return (f"trials {', '.join(map(str, d.tied))} are within the noise of their runs; the "
+                f"cheapest, trial {winner.record.number}, is picked")
+    if d.verdict == "too few runs":
+        return f"ahead, but the budget allowed {d.runs} fresh run(s) of it"
+    return "the only config whose fresh runs were ok"
 
 
 def effective_batch(config: TrainConfig, adapter_batch: int | None) -> dict[str, Any]:
@@ -140,7 +214,13 @@ def _round(value: float | None, digits: int = 4) -> float | None:
 
 
 def yaml_header(doc: dict[str, Any]) -> str:
-    speed = f" ({doc['speedup']}x the baseline)" if doc.get("speedup") else ""
+    decision = doc.get("decision") or {}
+    speed = f" ({doc['speedup']}x the baseline" if doc.get("speedup") else ""
+    if speed:
+        note = decision.get("speedup_note")
+        speed += f", {note})" if note else ")"
+    if doc.get("confidence"):
+        speed += f"; confidence {doc['confidence']}: {decision.get('verdict', '')}"
     changed = (doc.get("effective_batch") or {}).get("factor")
     batch = (f"# Note: the effective batch is {changed}x the adapter's: see effective_batch.note "
              "on the learning rate.\n") if changed else ""

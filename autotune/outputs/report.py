@@ -59,7 +59,7 @@ def write_outputs(study: optuna.Study, settings: SearchSettings, *, plot: bool =
     recs = records.read_records(study)
     _, baseline = best_and_baseline(recs)
     winner = pick_winner(recs, records.read_confirmation(study))
-    rows = trial_rows(recs, baseline)
+    rows = trial_rows(recs, baseline, winner)
     atomic_write_text(out / "study.yaml", yaml.safe_dump(
         {"study_name": settings.study_name, "storage": settings.storage}, sort_keys=False))
     atomic_write_text(out / "trials.csv", rows_to_csv(rows))

@@ -13,12 +13,13 @@ from rich.table import Table
 from autotune.contract.config import KNOBS, TrainConfig
 from autotune.contract.errors import InputError
 from autotune.contract.fmt import human
+from autotune.outputs.best import decision_note
 from autotune.outputs.table import trial_rows
 from autotune.study import records
 from autotune.study.storage import open_storage
-from autotune.study.winner import best_and_baseline
+from autotune.study.winner import Winner, best_and_baseline, pick_winner
 
-__all__ = ["load_study", "show"]
+__all__ = ["load_study", "show", "winner_line"]
 
 
 def load_study(out: Path) -> optuna.Study:
@@ -49,7 +50,11 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
     study = load_study(out)
     recs = records.read_records(study)
     _, baseline = best_and_baseline(recs)
-    rows = trial_rows(recs, baseline)
+    confirmation = records.read_confirmation(study)
+    winner = pick_winner(recs, confirmation)
+    all_rows = trial_rows(recs, baseline, winner)
+    # The search's trials; confirmation runs and the winner's record are told below.
+    rows = [r for r in all_rows if r["role"] not in (records.CONFIRM, records.WINNER)]
     info = records.read_info(study)
     unit = info.unit if info else "items"
     ok = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: -r["throughput"])
@@ -77,15 +82,15 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
     console.print(table)
     if any(r["status"] == "ok" and not r["converged"] for r in rows):
         console.print("* spread above tolerance: those windows did not agree (measurement noisy)")
-    confirmation = records.read_confirmation(study)
-    if confirmation:
-        base = next((c.median for c in confirmation if c.baseline and c.median), None)
+    if confirmation and winner is not None:
+        base = winner.baseline if winner.confirmation else None
         conf = Table(title="confirmation: fresh re-runs after the search (the winner is picked here)")
         for name in ("#", "runs", "median", "spread", "x base", "search said"):
             conf.add_column(name, justify="right")
         for c in confirmation:
             conf.add_row(
-                f"{c.trial}" + (" (base)" if c.baseline else ""),
+                f"{c.trial}" + (" (base)" if c.baseline else "")
+                + (" (winner)" if c.trial == winner.record.number else ""),
                 ", ".join(human(v) for v in c.throughputs) or ", ".join(c.statuses),
                 human(c.median),
                 f"{c.spread:.1%}" if c.spread is not None else "-",
@@ -93,6 +98,27 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
                 human(c.search_throughput),
             )
         console.print(conf)
+    if winner is not None:
+        console.print(winner_line(winner, unit))
     failed = Counter(r["status"] for r in rows if r["status"] not in ("ok", "running", ""))
     if failed:
         console.print("other trials: " + ", ".join(f"{n} {s}" for s, n in sorted(failed.items())))
+
+
+def winner_line(winner: Winner, unit: str) -> str:
+    """The winner as best.yaml states it: the same trial, rate, ratio and confidence."""
+    d = winner.decision
+    where = (f"trial {winner.study_trial} (trial {winner.record.number}'s config)"
+             if winner.study_trial is not None else f"trial {winner.record.number}")
+    how = (f"median of {d.runs} fresh run(s)" if d is not None and winner.confirmation
+           else "one search measurement, not confirmed")
+    speed = ""
+    if winner.speedup:
+        speed = f", {winner.speedup:.2f}x the baseline"
+        if d is not None and not d.speedup_confirmed:
+            speed += " (not confirmed: " + (
+                f"the baseline's runs disagree by {d.baseline_spread:.3g}x)"
+                if d.baseline_spread is not None else "no baseline runs)")
+    sure = (f"; confidence {d.confidence}: {d.verdict}, {decision_note(winner)}" if d is not None
+            else "; confidence low")
+    return f"winner: {where}, {human(winner.throughput)} {unit}/s ({how}){speed}{sure}"

@@ -1,4 +1,9 @@
-"""One flat row per trial: what `trials.csv`, the plot and `show` read."""
+"""One flat row per trial: what `trials.csv`, the plot and `show` read.
+
+Confirmation runs and the winner are trials too (`role` confirm and winner, `confirms` names the
+search trial they re-ran); the winner's row is marked, and each confirmed search trial carries
+the median of its fresh runs, the number best.yaml and `autotune show` report.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from optuna.trial import TrialState
 from autotune.contract.config import KNOBS
 from autotune.contract.phases import PHASES
 from autotune.study.records import TrialRecord
+from autotune.study.winner import Winner
 
 __all__ = ["COLUMNS", "rows_to_csv", "trial_rows"]
 
@@ -23,14 +29,19 @@ MEASURES = (
 )
 # "warmup_seconds" is a measure already (the result's own): one column, not two.
 PHASE_COLUMNS = {p: f"{p}_seconds" for p in PHASES if f"{p}_seconds" not in MEASURES}
-COLUMNS = ("number", "state", "status", "baseline", *KNOB_COLUMNS, *MEASURES,
+COLUMNS = ("number", "state", "status", "baseline", *KNOB_COLUMNS, "role", "confirms", "winner",
+           "confidence", "confirmed_median", "confirmed_runs", *MEASURES,
            *PHASE_COLUMNS.values(), "verdict",
            "loader_rate", "compute_rate", "gpu_busy_fraction", "cpu_busy_fraction",
            "cpu_steal_fraction", "reason", "log")
 
 
-def trial_rows(records: Sequence[TrialRecord], baseline: float | None) -> list[dict[str, Any]]:
-    """One row per trial that got a config."""
+def trial_rows(records: Sequence[TrialRecord], baseline: float | None,
+               winner: Winner | None = None) -> list[dict[str, Any]]:
+    """One row per trial that got a config; `winner` (`pick_winner`'s) marks its rows."""
+    confirmed = {c.trial: c for c in (winner.confirmation or ())} if winner else {}
+    # Fresh runs compare with the baseline's fresh runs, search trials with its search trial.
+    fresh_base = winner.baseline if winner and winner.confirmation else baseline
     rows = []
     for r in records:
         if r.config is None:
@@ -61,7 +72,18 @@ def trial_rows(records: Sequence[TrialRecord], baseline: float | None) -> list[d
         if r.duplicate_of is not None:
             row["reason"] = f"same config as trial {r.duplicate_of}: not re-run"
         throughput = result.throughput if result and status == "ok" else None
-        row["speedup"] = throughput / baseline if throughput and baseline else None
+        base = baseline if r.search else fresh_base
+        row["speedup"] = throughput / base if throughput and base else None
+        row["role"] = r.role
+        row["confirms"] = r.confirms
+        entry = confirmed.get(r.number) if r.search else None
+        row["confirmed_median"] = entry.median if entry else None
+        row["confirmed_runs"] = len(entry.throughputs) if entry else None
+        row["winner"] = winner is not None and (
+            r.number == winner.study_trial if winner.study_trial is not None
+            else r.number == winner.record.number)
+        row["confidence"] = (winner.decision.confidence if row["winner"] and winner
+                             and winner.decision else None)
         rows.append(row)
     return rows
 

@@ -1,8 +1,10 @@
 """Final confirmation: the top-k configs (and the baseline) again, fresh processes, random order.
 
 A search sees each config once, and one lucky window can crown the wrong winner. After the
-search, the k best distinct configs and the baseline run again, `repeats` times each in a
-shuffled order, and the winner is the config with the highest median over these runs.
+search, the k best distinct configs and the baseline run again in rounds, each in a shuffled
+order, until the leader's lead is clear or a cap of runs is reached: a config clearly behind
+stops early, runs are spent only where the decision is open (`noise`). The winner is then
+picked on these runs (`winner.pick_winner`).
 """
 
 from __future__ import annotations
@@ -15,14 +17,20 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import optuna
+
 from autotune.contract.config import TrainConfig
 from autotune.contract.request import MeasureSettings, TrialRequest
 from autotune.contract.result import Status, TrialResult
 from autotune.contract.stats import relative_spread
+from autotune.study import records
+from autotune.study.noise import standing
 from autotune.study.records import ConfirmationEntry, TrialRecord
 from autotune.study.runner import Runner
+from autotune.study.winner import pick_winner
 
-__all__ = ["Candidate", "candidates", "estimate_seconds", "run_confirmation"]
+__all__ = ["Candidate", "candidates", "estimate_seconds", "record_confirmation",
+           "run_confirmation"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -37,7 +45,8 @@ class Candidate:
 
 def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
     """The k fastest distinct ok configs, plus the baseline (re-measured for a fair speedup)."""
-    ok = [r for r in records if r.ok and r.duplicate_of is None and r.config is not None]
+    ok = [r for r in records
+          if r.ok and r.search and r.duplicate_of is None and r.config is not None]
     ok.sort(key=lambda r: -(r.value or 0.0))
     chosen: list[TrialRecord] = []
     seen: list[TrainConfig] = []
@@ -70,10 +79,16 @@ FRESH_PROCESS_SECONDS = 12.0
 
 def estimate_seconds(cands: Sequence[Candidate], repeats: int, *,
                      extra_measure_seconds: float = 0.0) -> float:
-    """What confirming these would take: each run as long as its trial without the trial's
-    compile, plus a fresh process's start and the longer measurement of a confirmation."""
-    return repeats * sum(max(c.duration_seconds - c.compile_seconds, 0.0) + FRESH_PROCESS_SECONDS
-                         + extra_measure_seconds for c in cands)
+    """What confirming these will likely take: a first round of every candidate, then
+    `repeats - 1` more of the two leaders by the search (the others are usually dropped as
+    clearly behind). Each run is as long as its trial without the trial's compile, plus a
+    fresh process's start and the longer measurement of a confirmation."""
+    def cost(c: Candidate) -> float:
+        return (max(c.duration_seconds - c.compile_seconds, 0.0) + FRESH_PROCESS_SECONDS
+                + extra_measure_seconds)
+
+    leaders = sorted((c for c in cands if not c.baseline), key=lambda c: -c.search_throughput)[:2]
+    return sum(map(cost, cands)) + (repeats - 1) * sum(map(cost, leaders))
 
 
 def run_confirmation(
@@ -86,37 +101,69 @@ def run_confirmation(
     repeats: int,
     trial_timeout: float,
     measure: MeasureSettings,
+    max_repeats: int | None = None,
     seed: int | None = None,
     on_result: Callable[[Candidate, TrialResult], None] | None = None,
     deadline: float | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> list[ConfirmationEntry]:
-    """Run the candidates in rounds, each round every candidate once in a shuffled order, so
-    that a budget ending early still leaves them equally measured; one entry per candidate,
-    fastest (by median) first. No run starts with less than `MIN_RUN_SECONDS` left before
-    `deadline` (a `clock()` time), and a running one is cut there."""
+    """Run the candidates in rounds, each round every candidate still in question once, in a
+    shuffled order (drift on the machine then hits them alike); one entry per candidate,
+    fastest (by median) first.
+
+    Adaptive: after each round, a candidate clearly behind the leader (`noise.standing`) runs
+    no more, and the rounds stop once the leader's lead is clear and it has `repeats` runs, or
+    when every candidate still within noise of it has `max_repeats` runs (default
+    2 x `repeats` + 1). No run starts with less than `MIN_RUN_SECONDS` left before `deadline`
+    (a `clock()` time), and a running one is cut there."""
+    cap = max(repeats, max_repeats if max_repeats is not None else 2 * repeats + 1)
     rng = random.Random(seed)
-    order: list[Candidate] = []
-    for _ in range(repeats):
-        round_ = list(cands)
-        rng.shuffle(round_)
-        order += round_
     runs: dict[int, list[TrialResult]] = {c.trial: [] for c in cands}
-    for i, cand in enumerate(order):
-        left = math.inf if deadline is None else deadline - clock()
-        if left < MIN_RUN_SECONDS:
-            break
-        request = TrialRequest(adapter=str(adapter), config=cand.config, device=device,
-                               measure=measure, number=cand.trial, diagnose=False,
-                               save_compile_artifacts=cand.config.compile != "none")
-        # Generous but bounded: twice what the trial took, compile caches are warm by now.
-        limit = min(trial_timeout, 2 * cand.duration_seconds + 60, left)
-        result = runner.run(request, out / "confirm" / f"{i:02d}-trial{cand.trial}", timeout=limit)
-        runs[cand.trial].append(result)
-        if on_result is not None:
-            on_result(cand, result)
-        if result.status is Status.INTERRUPTED:
-            break
+    active = list(cands)
+    count = 0
+    while active:
+        round_ = list(active)
+        rng.shuffle(round_)
+        for cand in round_:
+            left = math.inf if deadline is None else deadline - clock()
+            if left < MIN_RUN_SECONDS:
+                return summarize(cands, runs)
+            request = TrialRequest(adapter=str(adapter), config=cand.config, device=device,
+                                   measure=measure, number=cand.trial, diagnose=False,
+                                   save_compile_artifacts=cand.config.compile != "none")
+            # Generous but bounded: twice what the trial took, compile caches are warm by now.
+            limit = min(trial_timeout, 2 * cand.duration_seconds + 60, left)
+            result = runner.run(request, out / "confirm" / f"{count:02d}-trial{cand.trial}",
+                                timeout=limit)
+            count += 1
+            runs[cand.trial].append(result)
+            if on_result is not None:
+                on_result(cand, result)
+            if result.status is Status.INTERRUPTED:
+                return summarize(cands, runs)
+        active = next_round(cands, runs, repeats=repeats, cap=cap)
+    return summarize(cands, runs)
+
+
+def next_round(cands: Sequence[Candidate], runs: dict[int, list[TrialResult]], *, repeats: int,
+               cap: int) -> list[Candidate]:
+    """Who runs again: the leader until it has `repeats` runs, and while its lead is not
+    clear, it and the candidates within its noise that have fewer than `cap` runs."""
+    now = standing(summarize(cands, runs))
+    if now.leader is None:
+        return []
+    lead = now.leader.trial
+    if now.clear:
+        return [c for c in cands if c.trial == lead and len(runs[lead]) < repeats]
+    wanted = [c for c in cands if c.trial in now.contenders and len(runs[c.trial]) < cap]
+    if not wanted:
+        return []  # the rest is noise the cap allows no more runs to settle
+    return wanted + [c for c in cands if c.trial == lead and len(runs[lead]) < cap]
+
+
+def summarize(cands: Sequence[Candidate], runs: dict[int, list[TrialResult]]
+              ) -> list[ConfirmationEntry]:
+    """One entry per candidate with its ok runs' rates, fastest median first."""
     summary = []
     for c in cands:
         values = [r.throughput for r in runs[c.trial] if r.status is Status.OK and r.throughput]
@@ -133,3 +180,22 @@ def run_confirmation(
         ))
     summary.sort(key=lambda s: -(s.median or 0.0))
     return summary
+
+
+def record_confirmation(study: optuna.Study, entries: list[ConfirmationEntry],
+                        runs: Sequence[tuple[Candidate, TrialResult]]) -> None:
+    """Store a finished confirmation: each run as a trial, the summary, and the winner as the
+    trial Optuna (and optuna-dashboard) call the best, so every output names one winner."""
+    for cand, result in runs:
+        records.add_confirmation_run(study, cand.trial, result)
+    records.write_confirmation(study, entries)
+    winner = pick_winner(records.read_records(study), entries)
+    if winner is None or winner.confirmation is None or winner.decision is None:
+        return  # no run was ok: the search's fastest trial stays the answer
+    entry = next(e for e in entries if e.trial == winner.record.number)
+    searched = winner.record.result
+    result = (searched or TrialResult(status=Status.OK)).replace(
+        throughput=winner.throughput, spread=entry.spread,
+        reason=f"confirmed: median of {len(entry.throughputs)} fresh run(s) of trial "
+               f"{entry.trial}, {winner.decision.verdict}, confidence {winner.decision.confidence}")
+    records.add_winner(study, entry.trial, result, winner.decision.to_dict())

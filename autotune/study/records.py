@@ -8,22 +8,29 @@ touches `user_attrs` by key.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import socket
 from collections.abc import Sequence
 from typing import Any
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from autotune.contract.config import TrainConfig
 from autotune.contract.result import Fingerprint, Status, TrialResult
 
 __all__ = [
     "BASELINE",
+    "CONFIRM",
+    "FEASIBLE",
+    "WINNER",
     "ConfirmationEntry",
     "StudyInfo",
     "TrialRecord",
+    "add_confirmation_run",
+    "add_winner",
+    "count_search_trials",
     "enqueue_config",
     "read_confirmation",
     "read_fingerprint",
@@ -40,8 +47,15 @@ __all__ = [
 
 BASELINE = "baseline"
 """The role of trial 0: PyTorch's defaults at the adapter's batch size."""
+CONFIRM = "confirm"
+"""The role of a confirmation run: a search trial's config re-run in a fresh process."""
+WINNER = "winner"
+"""The role of the trial that records the confirmed winner (Optuna's best trial)."""
+FEASIBLE = "usable"
+"""Constraint key: > 0 means the trial did not produce a usable measurement."""
 
 _CONFIG, _RESULT, _ROLE, _DUPLICATE, _OWNER = "config", "result", "role", "duplicate_of", "owner"
+_CONFIRMS, _DECISION = "confirms", "decision"
 _INFO_KEYS = ("adapter", "unit", "space", "device")
 
 
@@ -63,10 +77,17 @@ class TrialRecord:
     """The earlier trial with the same config whose result this one copies."""
     owner: dict[str, Any] | None = None
     """{host, pid} of the process that ran it (to recover trials of a dead process)."""
+    confirms: int | None = None
+    """For a confirmation run or the winner: the search trial whose config it re-ran."""
 
     @property
     def baseline(self) -> bool:
         return self.role == BASELINE
+
+    @property
+    def search(self) -> bool:
+        """A trial of the search (not a confirmation run nor the winner's record)."""
+        return self.role not in (CONFIRM, WINNER)
 
     @property
     def status(self) -> Status | None:
@@ -91,6 +112,7 @@ class TrialRecord:
             role=str(attrs.get(_ROLE) or ""),
             duplicate_of=attrs.get(_DUPLICATE),
             owner=attrs.get(_OWNER),
+            confirms=attrs.get(_CONFIRMS),
         )
 
 
@@ -99,6 +121,12 @@ def read_records(study: optuna.Study, states: Sequence[TrialState] | None = None
     return [TrialRecord.from_trial(t)
             for t in study.get_trials(deepcopy=False, states=None if states is None else
                                       tuple(states))]
+
+
+def count_search_trials(study: optuna.Study, states: Sequence[TrialState]) -> int:
+    """Trials of the search in these states (confirmation runs and the winner not counted)."""
+    return sum(1 for t in study.get_trials(deepcopy=False, states=tuple(states))
+               if t.user_attrs.get(_ROLE) not in (CONFIRM, WINNER))
 
 
 def write_config(trial: optuna.Trial, config: TrainConfig) -> None:
@@ -218,3 +246,56 @@ def write_confirmation(study: optuna.Study, entries: Sequence[ConfirmationEntry]
     study.set_user_attr("confirmation", None if entries is None else [
         {**dataclasses.asdict(c), "throughputs": list(c.throughputs),
          "statuses": list(c.statuses)} for c in entries])
+
+
+# -- confirmation as trials ------------------------------------------------------------------
+# Each confirmation run is a finished trial of its own with the params of the search trial it
+# re-runs, so Optuna, optuna-dashboard and `autotune show` list it; the winner is one more,
+# whose value makes it the study's best trial. `study.add_trial` (never enqueue + ask): another
+# process sharing the study must not pick these up as trials to run.
+
+
+def add_confirmation_run(study: optuna.Study, of: int, result: TrialResult) -> None:
+    """Record one confirmation run of search trial `of`, told as the search tells its trials:
+    ok with its rate, a failure of the config as infeasible, an interruption as FAIL."""
+    source = _trial(study, of)
+    if result.status is Status.OK:
+        state, value, usable = TrialState.COMPLETE, result.throughput, 0.0
+    elif result.status.says_something:
+        state, value, usable = TrialState.COMPLETE, 0.0, 1.0
+    else:
+        state, value, usable = TrialState.FAIL, None, None
+    study.add_trial(create_trial(
+        state=state, value=value, params=source.params, distributions=source.distributions,
+        user_attrs={_ROLE: CONFIRM, _CONFIRMS: of, _CONFIG: source.user_attrs.get(_CONFIG),
+                    _RESULT: result.to_dict()},
+        constraints=None if usable is None else {FEASIBLE: usable}))
+
+
+def add_winner(study: optuna.Study, of: int, result: TrialResult, decision: dict[str, Any]
+               ) -> float:
+    """Record the confirmed winner, search trial `of`'s config with `result` (its confirmed
+    rate), as the study's best trial; returns the value told.
+
+    Optuna and optuna-dashboard take the highest value of a complete trial as the best, and a
+    study cannot lower a lucky first reading once told. The value is therefore the confirmed
+    rate, or just above the study's highest value when a single search window or run read
+    higher: the config is the winner either way; the measured rate is `result`'s."""
+    rate = float(result.throughput or 0.0)
+    top = max((t.value for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+               if t.value is not None), default=-math.inf)
+    value = rate if rate > top else math.nextafter(top, math.inf)
+    source = _trial(study, of)
+    study.add_trial(create_trial(
+        value=value, params=source.params, distributions=source.distributions,
+        user_attrs={_ROLE: WINNER, _CONFIRMS: of, _CONFIG: source.user_attrs.get(_CONFIG),
+                    _RESULT: result.to_dict(), _DECISION: decision},
+        constraints={FEASIBLE: 0.0}))
+    return value
+
+
+def _trial(study: optuna.Study, number: int) -> FrozenTrial:
+    trial = study.get_trials(deepcopy=False)[number]
+    if trial.number != number:  # numbers are positions in a study; never otherwise so far
+        raise ValueError(f"trial {number} is not at its position in study {study.study_name!r}")
+    return trial

@@ -31,7 +31,8 @@ from autotune.contract.host import available_cpus
 from autotune.contract.request import MeasureSettings
 from autotune.contract.result import Status, TrialResult
 from autotune.study import records
-from autotune.study.confirm import Candidate, candidates, estimate_seconds, run_confirmation
+from autotune.study.confirm import (Candidate, candidates, estimate_seconds, record_confirmation,
+                                    run_confirmation)
 from autotune.study.objective import Objective
 from autotune.study.pruning import IncumbentPruner
 from autotune.study.runner import Runner
@@ -43,7 +44,7 @@ from autotune.study.winner import Winner, best_and_baseline, pick_winner
 __all__ = ["Interrupted", "Search", "SearchListener", "SearchSettings"]
 
 # Constraint key: > 0 means the trial did not produce a usable measurement.
-FEASIBLE = "usable"
+FEASIBLE = records.FEASIBLE
 # A trial is not started with less than this left of the study's budget.
 MIN_TRIAL_SECONDS = 10.0
 
@@ -80,7 +81,10 @@ class SearchSettings:
     confirm: int = 3
     """After the search, re-run this many top configs (and the baseline); 0 skips it."""
     confirm_repeats: int = 2
-    """Runs of each confirmed config, in shuffled order."""
+    """Fresh runs the winner needs before its lead may be called clear; a config clearly
+    behind stops after one."""
+    confirm_max_repeats: int | None = None
+    """Most runs of a config while the lead stays unclear (None: 2 x confirm_repeats + 1)."""
     confirm_measure: MeasureSettings | None = None
     """Measurement of the confirmation runs (None: `measure`); may be longer than the search's."""
     prune: bool = True
@@ -98,9 +102,12 @@ class SearchSettings:
     def __post_init__(self) -> None:
         # One name for the storage whatever the working directory (study.yaml records it).
         object.__setattr__(self, "storage", absolute_storage(self.storage))
-        if self.confirm < 0 or self.confirm_repeats < 1:
-            raise ValueError(f"need confirm >= 0 and confirm_repeats >= 1, got {self.confirm=}, "
-                             f"{self.confirm_repeats=}")
+        if self.confirm < 0 or self.confirm_repeats < 1 or (
+                self.confirm_max_repeats is not None
+                and self.confirm_max_repeats < self.confirm_repeats):
+            raise ValueError(f"need confirm >= 0 and 1 <= confirm_repeats <= confirm_max_repeats, "
+                             f"got {self.confirm=}, {self.confirm_repeats=}, "
+                             f"{self.confirm_max_repeats=}")
         if self.trials < 1:
             raise ValueError(f"trials must be at least 1, got {self.trials=}")
         if self.timeout is not None and self.timeout <= 0:
@@ -165,7 +172,8 @@ class Search:
         self.objective = Objective(
             adapter=settings.adapter, device=settings.device, out=settings.out, runner=runner,
             measure=settings.measure,
-            finished=lambda: records.read_records(self.study, [TrialState.COMPLETE]))
+            finished=lambda: [r for r in records.read_records(self.study, [TrialState.COMPLETE])
+                              if r.search])
 
     # -- setup -----------------------------------------------------------------------------
 
@@ -235,8 +243,7 @@ class Search:
 
     def done(self) -> int:
         """Finished trials: measured to the end, or pruned after their first windows."""
-        return len(self.study.get_trials(deepcopy=False,
-                                         states=(TrialState.COMPLETE, TrialState.PRUNED)))
+        return records.count_search_trials(self.study, (TrialState.COMPLETE, TrialState.PRUNED))
 
     def winner(self) -> Winner | None:
         return pick_winner(records.read_records(self.study),
@@ -295,15 +302,20 @@ class Search:
         if not any(not c.baseline for c in cands):
             return  # nothing but the baseline ran ok: nothing to confirm
         self.listener.confirm_started(cands, s.confirm_repeats)
+        runs: list[tuple[Candidate, TrialResult]] = []
+
+        def on_result(cand: Candidate, result: TrialResult) -> None:
+            runs.append((cand, result))
+            self.listener.confirm_result(cand, result)
+
         summary = run_confirmation(
             cands, adapter=s.adapter, device=s.device, runner=self.confirm_runner, out=s.out,
-            repeats=s.confirm_repeats, trial_timeout=s.trial_timeout,
-            measure=s.confirm_measure or s.measure,
-            seed=s.seed, on_result=self.listener.confirm_result, deadline=deadline,
-            clock=self.clock,
+            repeats=s.confirm_repeats, max_repeats=s.confirm_max_repeats,
+            trial_timeout=s.trial_timeout, measure=s.confirm_measure or s.measure,
+            seed=s.seed, on_result=on_result, deadline=deadline, clock=self.clock,
         )
         if self._signal is None:
-            records.write_confirmation(self.study, summary)
+            record_confirmation(self.study, summary, runs)
 
     def _one_trial(self, limit: float, *, budget_cut: bool) -> None:
         s = self.settings

@@ -1,13 +1,65 @@
-"""Which config the study hands back: the confirmed winner, else the search's fastest trial."""
+"""Which config the study hands back: the confirmed winner, else the search's fastest trial.
+
+The winner is picked on the confirmation runs (`noise`): the leader when its lead is clear;
+otherwise the configs within noise of each other tie, and the cheapest of them wins (less peak
+memory, then fewer DataLoader workers, then no compile): at equal speed, what costs less.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
-from autotune.study.records import ConfirmationEntry, TrialRecord
+from autotune.study.noise import DISAGREE, disagreement, evidence, ratio_interval, standing
+from autotune.study.records import WINNER, ConfirmationEntry, TrialRecord
 
-__all__ = ["Winner", "best_and_baseline", "pick_winner"]
+__all__ = ["Decision", "Winner", "best_and_baseline", "cheapest", "decide", "pick_winner"]
+
+# Peak memory within this fraction of the smallest counts as the same (host RSS and the caching
+# allocator's reserve move by a few percent between runs of one config).
+MEMORY_TIE = 0.10
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Decision:
+    """How sure the confirmation is of its winner, and the numbers behind it."""
+
+    confidence: str
+    """"high": the winner's lead is clear and its and the baseline's runs agree; else "low"."""
+    verdict: str
+    """"clear lead", "tie within noise", "too few runs" or "only one config confirmed"."""
+    runs: int
+    """Fresh runs of the winner that were ok."""
+    runner_up: int | None = None
+    """The search trial with the next highest median."""
+    ratio: float | None = None
+    """The winner's median over the runner-up's."""
+    interval: tuple[float, float] | None = None
+    """95% bootstrap interval of that ratio (search rates counted for a config run once)."""
+    runner_up_runs: int = 0
+    tied: tuple[int, ...] = ()
+    """Search trials within noise of the leader (the leader first) when the lead is unclear."""
+    leader: int | None = None
+    """The highest median, when a cheaper tied config was picked instead."""
+    spread: float = 1.0
+    """The winner's fastest run over its slowest."""
+    baseline_spread: float | None = None
+    """The baseline's fastest run over its slowest (its search rate counted when run once)."""
+    speedup_interval: tuple[float, float] | None = None
+    """The winner's slowest run over the baseline's fastest, and its fastest over their slowest."""
+
+    @property
+    def speedup_confirmed(self) -> bool:
+        """A ratio to the baseline stands only when the baseline's runs agree with each other."""
+        return self.baseline_spread is not None and self.baseline_spread < DISAGREE
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        for key in ("interval", "tied", "speedup_interval"):
+            data[key] = list(data[key]) if data[key] is not None else None
+        data["speedup_confirmed"] = self.speedup_confirmed
+        return data
 
 
 @dataclasses.dataclass(frozen=True)
@@ -15,10 +67,18 @@ class Winner:
     """The config best.yaml reports, with the figures it is judged on."""
 
     record: TrialRecord
+    """The search trial of the winning config (its diagnosis, memory, compile time)."""
     throughput: float
     baseline: float | None
     confirmation: list[ConfirmationEntry] | None
     """Repeated runs of the top configs after the search (None until confirmed)."""
+    decision: Decision | None = None
+    """How the confirmation decided (None until confirmed)."""
+    study_trial: int | None = None
+    """The trial recording this winner in the study: Optuna's best trial (None until recorded)."""
+    study_value: float | None = None
+    """The value that trial was told: the confirmed rate, or just above the study's highest
+    when a single search window read higher (`records.add_winner`)."""
 
     @property
     def speedup(self) -> float | None:
@@ -27,7 +87,7 @@ class Winner:
 
 def best_and_baseline(records: Sequence[TrialRecord]) -> tuple[TrialRecord | None, float | None]:
     """The fastest ok trial of the search, and the baseline's throughput (None if not ok)."""
-    ok = [r for r in records if r.ok]
+    ok = [r for r in records if r.ok and r.search]
     best = max(ok, key=lambda r: r.value or 0.0, default=None)
     baseline = next((r.value for r in ok if r.baseline), None)
     return best, baseline
@@ -37,13 +97,87 @@ def pick_winner(records: Sequence[TrialRecord],
                 confirmation: list[ConfirmationEntry] | None) -> Winner | None:
     """The confirmed winner when the last run confirmed, else the search's fastest trial."""
     best, baseline = best_and_baseline(records)
-    if confirmation:
-        ranked = [c for c in confirmation if c.median]
-        by_number = {r.number: r for r in records}
-        if ranked and ranked[0].trial in by_number:
-            base = next((c.median for c in ranked if c.baseline), baseline)
-            return Winner(by_number[ranked[0].trial], ranked[0].median or 0.0, base,
-                          confirmation)
+    by_number = {r.number: r for r in records}
+    if confirmation and any(c.median for c in confirmation):
+        chosen, decision = decide(confirmation, by_number)
+        if chosen.trial in by_number:
+            base = next((c.median for c in confirmation if c.baseline and c.median), baseline)
+            mark = max((r for r in records if r.role == WINNER and r.confirms == chosen.trial),
+                       key=lambda r: r.number, default=None)
+            return Winner(by_number[chosen.trial], chosen.median or 0.0, base, confirmation,
+                          decision, mark.number if mark else None, mark.value if mark else None)
     if best is None:
         return None
     return Winner(best, float(best.value or 0.0), baseline, None)
+
+
+def decide(entries: Sequence[ConfirmationEntry], by_number: dict[int, TrialRecord]
+           ) -> tuple[ConfirmationEntry, Decision]:
+    """The winning entry and how sure that is (`entries` holds at least one ok run)."""
+    now = standing(entries)
+    leader = now.leader
+    if leader is None:
+        raise ValueError(f"no confirmation run was ok: {[e.statuses for e in entries]}")
+    others = sorted((e for e in entries if e.median and e is not leader),
+                    key=lambda e: -(e.median or 0.0))
+    chosen: ConfirmationEntry = leader
+    tied: tuple[int, ...] = ()
+    if not others:
+        verdict = "only one config confirmed"
+    elif now.clear:
+        verdict = "clear lead"
+    elif not now.contenders:
+        verdict = "too few runs"  # ahead of the rest, but the budget allowed it one run
+    else:
+        verdict = "tie within noise"
+        pool = [leader] + [e for e in others if e.trial in now.contenders]
+        tied = tuple(e.trial for e in pool)
+        chosen = cheapest(pool, by_number)
+    base = next((e for e in entries if e.baseline), None)
+    base_runs = evidence(base) if base is not None else ()
+    spread = disagreement(chosen.throughputs)
+    base_spread = disagreement(base_runs) if base_runs and base is not chosen else None
+    # What the winner is compared with: the next fastest, or the faster leader it tied with.
+    runner = leader if chosen is not leader else (others[0] if others else None)
+    high = (verdict == "clear lead" and spread < DISAGREE
+            and (base_spread is None or base_spread < DISAGREE))
+    mine = evidence(chosen)
+    return chosen, Decision(
+        confidence="high" if high else "low",
+        verdict=verdict,
+        runs=len(chosen.throughputs),
+        runner_up=runner.trial if runner is not None else None,
+        ratio=(chosen.median or 0.0) / runner.median if runner is not None and runner.median
+        else None,
+        interval=ratio_interval(mine, evidence(runner)) if runner is not None else None,
+        runner_up_runs=len(runner.throughputs) if runner is not None else 0,
+        tied=tied,
+        leader=leader.trial if chosen is not leader else None,
+        spread=spread,
+        baseline_spread=base_spread,
+        speedup_interval=(min(mine) / max(base_runs), max(mine) / min(base_runs))
+        if base_runs and base is not chosen and min(base_runs) > 0 else None,
+    )
+
+
+def cheapest(pool: Sequence[ConfirmationEntry], by_number: dict[int, TrialRecord]
+             ) -> ConfirmationEntry:
+    """Among configs tied within noise: less peak memory, then fewer workers, then no compile,
+    then the higher median."""
+    def memory(e: ConfirmationEntry) -> float:
+        result = by_number[e.trial].result if e.trial in by_number else None
+        if result is None:
+            return float("inf")
+        return float(result.peak_reserved_mb or result.peak_rss_mb or float("inf"))
+
+    least = min(memory(e) for e in pool)
+    small = [e for e in pool if memory(e) <= least * (1 + MEMORY_TIE)]
+
+    def cost(e: ConfirmationEntry) -> tuple[int, bool, float]:
+        config = by_number[e.trial].config if e.trial in by_number else None
+        workers = config.num_workers if config is not None else 0
+        compiled = config is not None and config.compile != "none"
+        return workers, compiled, -(e.median or 0.0)
+
+    return min(small, key=cost)
+
