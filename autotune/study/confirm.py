@@ -147,18 +147,20 @@ def run_confirmation(
 
 def next_round(cands: Sequence[Candidate], runs: dict[int, list[TrialResult]], *, repeats: int,
                cap: int) -> list[Candidate]:
-    """Who runs again: the leader until it has `repeats` runs, and while its lead is not
-    clear, it and the candidates within its noise that have fewer than `cap` runs."""
+    """Who runs again: while some candidates are within the leader's noise, they and the
+    leader, up to `cap` runs each; once all are behind, the leader alone until it has
+    `repeats` ok runs (its own spread is part of the verdict)."""
     now = standing(summarize(cands, runs))
     if now.leader is None:
         return []
-    lead = now.leader.trial
-    if now.clear:
-        return [c for c in cands if c.trial == lead and len(runs[lead]) < repeats]
+    lead = next(c for c in cands if c.trial == now.leader.trial)
+    under_cap = len(runs[lead.trial]) < cap
+    if not now.contenders:
+        return [lead] if under_cap and len(now.leader.throughputs) < repeats else []
     wanted = [c for c in cands if c.trial in now.contenders and len(runs[c.trial]) < cap]
     if not wanted:
         return []  # the rest is noise the cap allows no more runs to settle
-    return wanted + [c for c in cands if c.trial == lead and len(runs[lead]) < cap]
+    return [c for c in cands if c in wanted or (c is lead and under_cap)]
 
 
 def summarize(cands: Sequence[Candidate], runs: dict[int, list[TrialResult]]

@@ -119,12 +119,13 @@ def test_no_candidates_without_ok_trials() -> None:
 
 
 def test_estimate_seconds(trials: list[TrialRecord]) -> None:
-    cands = candidates(trials, 2)  # trials of 20, 12 and 5 seconds, no compile
-    fresh = 3 * FRESH_PROCESS_SECONDS
-    assert estimate_seconds(cands, 3) == 3 * (20.0 + 12.0 + 5.0) + 3 * fresh
-    assert estimate_seconds(cands, 1, extra_measure_seconds=2.0) == 37.0 + fresh + 3 * 2.0
+    cands = candidates(trials, 2)  # trials of 20, 12 and 5 (the baseline) seconds, no compile
+    run = [20.0 + FRESH_PROCESS_SECONDS, 12.0 + FRESH_PROCESS_SECONDS, 5.0 + FRESH_PROCESS_SECONDS]
+    # A first round of all, then repeats - 1 more of the two leaders by the search.
+    assert estimate_seconds(cands, 3) == sum(run) + 2 * (run[0] + run[1])
+    assert estimate_seconds(cands, 1, extra_measure_seconds=2.0) == sum(run) + 3 * 2.0
     compiled = [c.__class__(**{**c.__dict__, "compile_seconds": 4.0}) for c in cands]
-    assert estimate_seconds(compiled, 1) == 37.0 - 3 * 4.0 + fresh
+    assert estimate_seconds(compiled, 1) == sum(run) - 3 * 4.0
     assert estimate_seconds([], 3) == 0.0
 
 
@@ -147,9 +148,16 @@ class ScriptedRunner:
     def order(self) -> list[int]:
         return [n for n, *_ in self.calls]
 
+    def count(self, number: int) -> int:
+        return self.order.count(number)
+
 
 def ok(value: float) -> TrialResult:
     return TrialResult(status=Status.OK, throughput=value)
+
+
+def oks(*values: float) -> list[TrialResult]:
+    return [ok(v) for v in values]
 
 
 def cand(number: int, search: float, *, baseline: bool = False, duration: float = 10.0,
@@ -160,19 +168,25 @@ def cand(number: int, search: float, *, baseline: bool = False, duration: float 
 
 CANDS = [cand(3, 300.0, batch_size=32, duration=20.0), cand(5, 280.0, batch_size=16),
          cand(0, 100.0, baseline=True, duration=400.0)]
+# Rates no number of runs tells apart: each config's runs (and search rate) span the others'.
+TIED = {3: oks(200.0, 260.0, 230.0, 215.0, 245.0), 5: oks(255.0, 205.0, 240.0, 220.0, 235.0),
+        0: oks(210.0, 250.0, 225.0, 238.0, 212.0)}
+TIED_CANDS = [cand(3, 240.0, batch_size=32, duration=20.0), cand(5, 235.0, batch_size=16),
+              cand(0, 250.0, baseline=True, duration=400.0)]
 
 
 def confirm(runner: ScriptedRunner, tmp_path: Path, cands: list[Candidate] = CANDS,
-            repeats: int = 3, seed: int | None = 1, **kw: Any) -> list[ConfirmationEntry]:
+            repeats: int = 2, seed: int | None = 1, **kw: Any) -> list[ConfirmationEntry]:
     return run_confirmation(cands, adapter=Path("adapter.py"), device="cpu", runner=runner,
                             out=tmp_path, repeats=repeats, trial_timeout=300.0, measure=QUICK,
                             seed=seed, **kw)
 
 
-def test_each_candidate_runs_once_per_round_in_a_shuffled_order(tmp_path: Path) -> None:
-    runner = ScriptedRunner({3: [ok(200.0)] * 3, 5: [ok(260.0)] * 3, 0: [ok(90.0)] * 3})
-    confirm(runner, tmp_path, seed=1)
+def test_rounds_interleave_the_candidates_in_a_shuffled_order(tmp_path: Path) -> None:
+    runner = ScriptedRunner(TIED)
+    confirm(runner, tmp_path, cands=TIED_CANDS, seed=1, max_repeats=3)
     order = runner.order
+    assert len(order) == 9  # a tie runs everyone to the cap
     rounds = [order[0:3], order[3:6], order[6:9]]
     assert all(sorted(r) == [0, 3, 5] for r in rounds)  # every candidate once a round
     rng = random.Random(1)
@@ -185,15 +199,50 @@ def test_each_candidate_runs_once_per_round_in_a_shuffled_order(tmp_path: Path) 
     assert len({tuple(r) for r in rounds}) > 1  # ...and the rounds are shuffled anew
 
 
-def test_confirmation_stops_at_the_deadline_with_equal_rounds(tmp_path: Path) -> None:
-    runner = ScriptedRunner({3: [ok(200.0)] * 3, 5: [ok(260.0)] * 3, 0: [ok(90.0)] * 3})
+def test_a_clear_lead_stops_early(tmp_path: Path) -> None:
+    # After one round, trial 5 and the baseline are behind trial 3 by their fresh run and their
+    # search rate alike: they run no more; trial 3 runs once more, and its lead is clear.
+    runner = ScriptedRunner({3: oks(310.0, 305.0, 300.0), 5: oks(150.0, 150.0),
+                             0: oks(90.0, 90.0)})
+    summary = confirm(runner, tmp_path, cands=[cand(3, 300.0), cand(5, 160.0),
+                                               cand(0, 100.0, baseline=True)])
+    assert sorted(runner.order[:3]) == [0, 3, 5]
+    assert runner.order[3:] == [3]
+    assert [s.trial for s in summary] == [3, 5, 0]
+    assert summary[0].throughputs == (310.0, 305.0)
+
+
+def test_runs_are_added_only_where_the_decision_is_open(tmp_path: Path) -> None:
+    # Trials 3 and 5 are within each other's noise; the baseline is far behind from the start.
+    runner = ScriptedRunner({3: oks(280.0, 250.0, 290.0, 260.0, 275.0),
+                             5: oks(295.0, 270.0, 255.0, 285.0, 265.0), 0: oks(90.0)})
+    summary = confirm(runner, tmp_path, repeats=2, max_repeats=4)
+    assert runner.count(0) == 1
+    assert runner.count(3) == runner.count(5) == 4  # to the cap: never separated
+    for i in range(1, 4):  # after the first round, each round runs both, shuffled
+        assert sorted(runner.order[3 + 2 * (i - 1):3 + 2 * i]) == [3, 5]
+    assert {s.trial: len(s.throughputs) for s in summary} == {3: 4, 5: 4, 0: 1}
+
+
+def test_a_lead_that_clears_with_more_runs_stops_there(tmp_path: Path) -> None:
+    # One fresh run each agrees with the search that 3 leads 5, but not by enough to drop 5
+    # (its search rate beats 3's run); the second round separates them.
+    cands = [cand(3, 300.0), cand(5, 290.0), cand(0, 100.0, baseline=True)]
+    runner = ScriptedRunner({3: oks(285.0, 320.0, 330.0), 5: oks(250.0, 240.0, 245.0),
+                             0: oks(90.0)})
+    confirm(runner, tmp_path, cands=cands, repeats=2, max_repeats=3)
+    assert runner.count(3) == runner.count(5) == 2 and runner.count(0) == 1
+
+
+def test_confirmation_stops_at_the_deadline(tmp_path: Path) -> None:
+    runner = ScriptedRunner(TIED)
     now = [0.0]
 
     def clock() -> float:
         now[0] += 20.0  # each look at the clock is one run later
         return now[0]
 
-    summary = run_confirmation(CANDS, adapter=Path("a.py"), device="cpu", runner=runner,
+    summary = run_confirmation(TIED_CANDS, adapter=Path("a.py"), device="cpu", runner=runner,
                                out=tmp_path, repeats=3, trial_timeout=300.0,
                                measure=MeasureSettings(), deadline=75.0, clock=clock)
     assert len(runner.order) == 3  # the clock read 20, 40, 60, then 80: past 75 - 10
@@ -203,8 +252,9 @@ def test_confirmation_stops_at_the_deadline_with_equal_rounds(tmp_path: Path) ->
 
 
 def test_requests_folders_and_time_limits(tmp_path: Path) -> None:
-    runner = ScriptedRunner({3: [ok(200.0)] * 2, 5: [ok(260.0)] * 2, 0: [ok(90.0)] * 2})
-    confirm(runner, tmp_path, repeats=2)
+    runner = ScriptedRunner(TIED)
+    confirm(runner, tmp_path, cands=TIED_CANDS, repeats=2, max_repeats=2)
+    assert len(runner.calls) == 6
     for i, (number, trial_dir, timeout, request) in enumerate(runner.calls):
         assert trial_dir == tmp_path / "confirm" / f"{i:02d}-trial{number}"
         c = next(c for c in CANDS if c.trial == number)
@@ -221,34 +271,33 @@ def test_requests_folders_and_time_limits(tmp_path: Path) -> None:
 
 def test_summary_has_medians_sorted_fastest_first(tmp_path: Path) -> None:
     runner = ScriptedRunner({
-        3: [ok(200.0), ok(210.0), ok(190.0)],  # the search's 300 was a lucky window
-        5: [ok(260.0), ok(250.0), ok(270.0)],
-        0: [ok(90.0), ok(100.0), ok(95.0)],
+        3: oks(200.0, 210.0, 190.0),  # the search's 300 was a lucky window
+        5: oks(260.0, 250.0, 270.0),
+        0: oks(90.0, 100.0, 95.0),
     })
-    summary = confirm(runner, tmp_path, seed=7)
+    summary = confirm(runner, tmp_path, seed=7, repeats=3, max_repeats=3)
     assert [s.trial for s in summary] == [5, 3, 0]
     by = {s.trial: s for s in summary}
-    assert by[5].median == 260.0 and by[3].median == 200.0 and by[0].median == 95.0
+    assert by[5].median == 260.0 and by[5].throughputs == (260.0, 250.0, 270.0)
     assert by[5].spread == pytest.approx(20.0 / 260.0)
-    assert sorted(by[3].throughputs) == [190.0, 200.0, 210.0]
-    assert by[3].search_throughput == 300.0
+    assert by[3].search_throughput == 300.0 and by[3].median is not None
     assert by[0].baseline is True and by[5].baseline is False
     assert by[5].statuses == ("ok",) * 3
+    assert len(by[0].throughputs) == 1  # behind everyone after one run
 
 
-def test_failed_runs_are_left_out_of_the_median(tmp_path: Path) -> None:
+def test_failed_runs_are_left_out_and_not_repeated(tmp_path: Path) -> None:
     oom = TrialResult(status=Status.OOM, reason="out of memory")
     runner = ScriptedRunner({
         3: [oom, oom],  # fits no more (another process holds memory): never ranked first
-        5: [ok(260.0), TrialResult(status=Status.TIMEOUT, reason="slow")],
-        0: [ok(90.0), ok(100.0)],
+        5: [ok(260.0), TrialResult(status=Status.TIMEOUT, reason="slow"), ok(255.0)],
+        0: oks(90.0, 100.0),
     })
     summary = confirm(runner, tmp_path, repeats=2)
     by = {s.trial: s for s in summary}
-    assert by[5].throughputs == (260.0,) and by[5].median == 260.0
-    assert by[5].spread is None  # one value has no spread
-    assert by[3].median is None and by[3].throughputs == ()
-    assert sorted(by[3].statuses) == ["oom", "oom"]
+    assert runner.count(3) == 1  # no ok run: out of the decision
+    assert by[3].median is None and by[3].throughputs == () and by[3].statuses == ("oom",)
+    assert by[5].throughputs == (260.0, 255.0) and by[5].statuses == ("ok", "timeout", "ok")
     assert summary[-1].trial == 3
     assert [s.trial for s in summary][:2] == [5, 0]
 
@@ -265,10 +314,11 @@ def test_an_interrupted_run_stops_the_confirmation(tmp_path: Path) -> None:
 
 
 def test_on_result_sees_every_run(tmp_path: Path) -> None:
-    runner = ScriptedRunner({3: [ok(200.0)] * 2, 5: [ok(260.0)] * 2, 0: [ok(90.0)] * 2})
+    runner = ScriptedRunner(TIED)
     seen: list[int] = []
-    confirm(runner, tmp_path, repeats=2, on_result=lambda c, r: seen.append(c.trial))
-    assert seen == runner.order
+    confirm(runner, tmp_path, cands=TIED_CANDS, repeats=2,
+            on_result=lambda c, r: seen.append(c.trial))
+    assert seen == runner.order and len(seen) == 15  # the default cap: 2 x 2 + 1 runs each
 
 
 # -- the confirmed winner is the one reported -----------------------------------------------------------
@@ -302,16 +352,28 @@ def test_confirmation_overrules_the_search(tmp_path: Path) -> None:
     assert winner is not None
     assert winner.record.number == 5
     assert winner.throughput == 265.0  # the median of its confirmation runs
-    assert winner.baseline == 85.0  # the baseline re-measured, not its search value
-    assert winner.speedup == pytest.approx(265.0 / 85.0)
+    # The baseline re-measured, not its search value: once, as it was clearly behind.
+    assert runner.count(0) == 1 and winner.baseline == 80.0
+    assert winner.speedup == pytest.approx(265.0 / 80.0)
     assert winner.confirmation == summary
+    d = winner.decision
+    assert d is not None and d.confidence == "high" and d.verdict == "clear lead"
+    assert d.runner_up == 3 and d.runs == 2 and d.runner_up_runs == 2
+    assert d.ratio == pytest.approx(265.0 / 205.0)
+    assert d.interval == pytest.approx((260.0 / 210.0, 270.0 / 200.0))  # worst vs best, 2 runs
+    assert d.baseline_spread == pytest.approx(100.0 / 80.0)  # its fresh run and search rate
+    assert d.speedup_confirmed and d.speedup_interval == pytest.approx((2.6, 270.0 / 80.0))
 
     doc = best_document(winner, INFO, None, search_settings(tmp_path))
     assert doc["config"] == config(batch_size=16)
     assert doc["throughput"] == {"value": 265.0, "unit": "samples/s",
                                  "from": "median of the confirmation runs"}
-    assert doc["baseline"] == {"value": 85.0, "unit": "samples/s"}
-    assert doc["speedup"] == pytest.approx(265.0 / 85.0, rel=1e-3)
+    assert doc["baseline"] == {"value": 80.0, "unit": "samples/s"}
+    assert doc["speedup"] == pytest.approx(265.0 / 80.0, rel=1e-3)
+    assert doc["confidence"] == "high"
+    assert doc["decision"]["verdict"] == "clear lead" and doc["decision"]["runner_up"] == 3
+    assert doc["decision"]["interval"] == [1.238, 1.35] and "warning" not in doc["decision"]
+    assert doc["decision"]["speedup_confirmed"] is True
     assert doc["measurement"]["trial"] == 5
     assert [c["trial"] for c in doc["confirmation"]] == [5, 3, 0]
     first = doc["confirmation"][0]
@@ -369,23 +431,33 @@ def test_search_confirms_its_leaders(tmp_path: Path, tiny_adapter: Path) -> None
     assert confirmation is not None
     assert 2 <= len(confirmation) <= 3
     assert sum(c.baseline for c in confirmation) == 1
-    for c in confirmation:
-        assert c.statuses == ("ok", "ok"), c
-        assert len(c.throughputs) == 2 and c.median is not None and c.median > 0
+    for c in confirmation:  # adaptive: one run for a config behind, up to 2 x 2 + 1
+        assert set(c.statuses) == {"ok"} and 1 <= len(c.statuses) <= 5, c
+        assert len(c.throughputs) == len(c.statuses) and c.median is not None and c.median > 0
     medians = [c.median for c in confirmation]
     assert medians == sorted(medians, reverse=True)
-    assert len(confirmed) == 2 * len(confirmation)
-    assert len(list((tmp_path / "out" / "confirm").iterdir())) == 2 * len(confirmation)
+    runs = sum(len(c.statuses) for c in confirmation)
+    assert len(confirmed) == runs
+    assert len(list((tmp_path / "out" / "confirm").iterdir())) == runs
 
     assert winner is not None and winner.confirmation == confirmation
-    assert winner.record.number == confirmation[0].trial
+    assert winner.decision is not None
+    assert winner.record.number in (confirmation[0].trial, *winner.decision.tied)
     by_number = {r.number: r for r in read_records(study)}
     assert {c.trial for c in confirmation if c.baseline} == {0}
     assert by_number[0].baseline
+    # Each run is a trial of the study, and the winner's record is its best trial.
+    roles = [r.role for r in read_records(study)]
+    assert roles.count("confirm") == runs and roles.count("winner") == 1
+    assert study.best_trial.number == winner.study_trial
+    assert study.best_trial.user_attrs["config"] == winner.record.config.to_dict()
     best = yaml.safe_load((tmp_path / "out" / "best.yaml").read_text())
     assert best["throughput"]["from"] == "median of the confirmation runs"
+    assert best["throughput"]["value"] == pytest.approx(winner.throughput, rel=1e-3)
+    assert best["study"]["best_trial"] == study.best_trial.number
+    assert best["study"]["value"] == study.best_value
+    assert best["confidence"] in ("high", "low")
     assert [c["trial"] for c in best["confirmation"]] == [c.trial for c in confirmation]
-    assert all(len(c["runs"]) == 2 for c in best["confirmation"])
     tuned = load_config(tmp_path / "out" / "best.yaml")
     assert tuned.config == winner.record.config
     assert tuned.device == "cpu"
