@@ -192,3 +192,56 @@ def test_confirmation_written_by_another_version(study: optuna.Study) -> None:
          "median": 4.0, "spread": None, "statuses": ["ok"], "a_newer_field": "x"}])
     (entry,) = records.read_confirmation(study) or []
     assert entry.trial == 1 and entry.throughputs == (4.0,) and entry.statuses == ("ok",)
+
+
+# -- confirmation runs and the winner as trials ------------------------------------------------
+
+
+def searched(study: optuna.Study, config: TrainConfig, value: float) -> int:
+    """A search trial with Optuna params, as the search leaves it; its number."""
+    trial = study.ask()
+    trial.suggest_int("batch_size", 8, 64)
+    records.write_config(trial, config)
+    records.write_result(trial, TrialResult(status=Status.OK, throughput=value))
+    trial.set_constraint(records.FEASIBLE, 0.0)
+    study.tell(trial, value)
+    return trial.number
+
+
+def test_confirmation_runs_are_trials_with_the_params_they_re_ran(study: optuna.Study) -> None:
+    n = searched(study, CONFIG, 300.0)
+    records.add_confirmation_run(study, n, TrialResult(status=Status.OK, throughput=290.0))
+    records.add_confirmation_run(study, n, TrialResult(status=Status.OOM, reason="out of memory"))
+    records.add_confirmation_run(study, n, TrialResult(status=Status.INTERRUPTED, reason="SIGINT"))
+    trials = reopened(study).get_trials()
+    ok, oom, stopped = trials[1:]
+    assert ok.params == oom.params == trials[n].params
+    assert (ok.state, ok.value, ok.constraints) == (TrialState.COMPLETE, 290.0,
+                                                     {records.FEASIBLE: 0.0})
+    assert (oom.state, oom.value, oom.constraints) == (TrialState.COMPLETE, 0.0,
+                                                        {records.FEASIBLE: 1.0})
+    assert stopped.state == TrialState.FAIL  # says nothing about the config
+    recs = records.read_records(reopened(study))
+    assert [(r.role, r.confirms, r.search) for r in recs] == [
+        ("", None, True), ("confirm", n, False), ("confirm", n, False), ("confirm", n, False)]
+    assert recs[1].config == CONFIG and recs[1].ok and recs[2].status is Status.OOM
+    assert records.count_search_trials(study, [TrialState.COMPLETE]) == 1
+
+
+def test_the_winner_is_the_studys_best_trial(study: optuna.Study) -> None:
+    lucky = searched(study, CONFIG.replace(batch_size=32), 400.0)  # one lucky search window
+    n = searched(study, CONFIG, 300.0)
+    value = records.add_winner(study, n, TrialResult(status=Status.OK, throughput=310.0),
+                               {"confidence": "high"})
+    best = reopened(study).best_trial
+    assert best.number == 2 and best.params == study.trials[n].params
+    assert best.user_attrs["role"] == "winner" and best.user_attrs["confirms"] == n
+    assert best.user_attrs["decision"] == {"confidence": "high"}
+    # Its value is raised just past the lucky 400: the config is the winner's, the rate its own.
+    assert value == best.value and 400.0 < value < 400.0 + 1e-9
+    (record,) = [r for r in records.read_records(study) if r.role == records.WINNER]
+    assert record.result is not None and record.result.throughput == 310.0
+    assert record.confirms == n and not record.search and lucky != n
+    # A winner above everything measured keeps its own rate as its value.
+    assert records.add_winner(study, n, TrialResult(status=Status.OK, throughput=500.0), {}) == 500.0
+    assert reopened(study).best_trial.number == 3

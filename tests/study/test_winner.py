@@ -132,3 +132,105 @@ def test_speedup_needs_a_baseline(trials: list[TrialRecord]) -> None:
     assert Winner(record, 250.0, None, None).speedup is None
     assert Winner(record, 250.0, 0.0, None).speedup is None
     assert Winner(record, 250.0, 125.0, None).speedup == 2.0
+
+
+# -- the decision: clear lead, or a tie settled by cost ------------------------------------------
+
+
+def run(number: int, *, memory: float | None = None, baseline: bool = False,
+        role: str = "", confirms: int | None = None, value: float = 100.0,
+        **changes: Any) -> TrialRecord:
+    """A trial that ran ok, with its peak memory (what a tie is settled on first)."""
+    attrs: dict[str, Any] = {"config": config(**changes), "role": "baseline" if baseline else role,
+                             "result": {"status": "ok", "throughput": value,
+                                        "peak_reserved_mb": memory}}
+    if confirms is not None:
+        attrs["confirms"] = confirms
+    return stored_trial(number, value=value, attrs=attrs)
+
+
+def runs(trial: int, *values: float, search: float = 0.0, baseline: bool = False
+         ) -> ConfirmationEntry:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return ConfirmationEntry(trial=trial, baseline=baseline, search_throughput=search,
+                             throughputs=values, median=median, spread=None,
+                             statuses=("ok",) * len(values))
+
+
+def test_a_clear_lead_is_high_confidence() -> None:
+    recs = [run(0, baseline=True), run(1, batch_size=16), run(2, batch_size=32)]
+    winner = pick_winner(recs, [runs(2, 300.0, 310.0), runs(1, 200.0, 205.0),
+                                runs(0, 100.0, search=95.0, baseline=True)])
+    assert winner is not None and winner.record.number == 2 and winner.decision is not None
+    d = winner.decision
+    assert (d.confidence, d.verdict, d.runner_up, d.runs, d.tied) == ("high", "clear lead", 1, 2, ())
+    assert d.interval == pytest.approx((300.0 / 205.0, 310.0 / 200.0))
+    assert d.speedup_confirmed and d.baseline_spread == pytest.approx(100.0 / 95.0)
+    assert winner.throughput == 305.0 and winner.baseline == 100.0
+
+
+def test_runs_that_contradict_each_other_are_never_confident() -> None:
+    # What the issue saw on a busy 2-core machine: the winner's runs 6.9k and 14.6k, the
+    # baseline's 55 and 2.8k, the search had measured the winner below the baseline.
+    recs = [run(0, baseline=True, memory=100.0), run(4, batch_size=16, memory=200.0),
+            run(7, batch_size=32, memory=400.0)]
+    confirmation = [runs(7, 6900.0, 14600.0, search=740.0), runs(4, 5000.0, 9000.0, search=2100.0),
+                    runs(0, 55.0, 2800.0, search=2000.0, baseline=True)]
+    winner = pick_winner(recs, confirmation)
+    assert winner is not None and winner.decision is not None
+    d = winner.decision
+    assert d.confidence == "low" and d.verdict == "tie within noise"
+    assert d.tied == (7, 4)
+    assert winner.record.number == 4 and d.leader == 7  # the cheaper of the two: less memory
+    assert d.interval is not None and d.interval[0] < 1.0 < d.interval[1]
+    assert not d.speedup_confirmed and d.baseline_spread == pytest.approx(2800.0 / 55.0)
+
+
+def test_a_clear_lead_with_runs_twice_apart_is_low_confidence() -> None:
+    recs = [run(0, baseline=True), run(2, batch_size=32)]
+    winner = pick_winner(recs, [runs(2, 300.0, 700.0), runs(0, 100.0, 105.0, baseline=True)])
+    assert winner is not None and winner.decision is not None
+    assert winner.decision.verdict == "clear lead" and winner.decision.confidence == "low"
+    assert winner.decision.spread == pytest.approx(700.0 / 300.0)
+
+
+def test_one_fresh_run_is_too_few_for_high_confidence() -> None:
+    recs = [run(0, baseline=True), run(2, batch_size=32)]
+    winner = pick_winner(recs, [runs(2, 300.0, search=310.0),
+                                runs(0, 100.0, search=105.0, baseline=True)])
+    assert winner is not None and winner.decision is not None
+    assert (winner.decision.verdict, winner.decision.confidence) == ("too few runs", "low")
+
+
+@pytest.mark.parametrize(("a", "b", "cheaper"), [
+    ({"memory": 1000.0}, {"memory": 2000.0}, "a"),  # less memory first...
+    # ...memory within 10% is the same: fewer workers
+    ({"memory": 1000.0, "num_workers": 4}, {"memory": 1050.0, "num_workers": 2}, "b"),
+    ({"memory": 1000.0, "compile": "default"}, {"memory": 1000.0}, "b"),  # then no compile
+    ({"memory": None, "num_workers": 1}, {"memory": None}, "b"),  # memory unknown on both
+])
+def test_a_tie_picks_the_cheaper_config(a: dict[str, Any], b: dict[str, Any], cheaper: str) -> None:
+    recs = [run(0, baseline=True), run(1, batch_size=16, **a), run(2, batch_size=32, **b)]
+    # Trial 1 leads by its median, within the noise of trial 2's runs.
+    winner = pick_winner(recs, [runs(1, 210.0, 190.0, 215.0), runs(2, 200.0, 212.0, 195.0),
+                                runs(0, 100.0, 101.0, baseline=True)])
+    assert winner is not None and winner.decision is not None
+    assert winner.decision.verdict == "tie within noise" and winner.decision.tied == (1, 2)
+    assert winner.record.number == (1 if cheaper == "a" else 2)
+    assert winner.throughput == (210.0 if cheaper == "a" else 200.0)  # its own median
+    assert winner.decision.confidence == "low"
+
+
+def test_the_winner_names_its_trial_in_the_study() -> None:
+    recs = [run(0, baseline=True), run(2, batch_size=32, value=300.0),
+            run(3, role="confirm", confirms=2, value=310.0),
+            run(5, role="winner", confirms=2, value=310.5), run(9, role="winner", confirms=2,
+                                                               value=320.0)]
+    winner = pick_winner(recs, [runs(2, 300.0, 310.0), runs(0, 100.0, 105.0, baseline=True)])
+    assert winner is not None and winner.record.number == 2
+    assert (winner.study_trial, winner.study_value) == (9, 320.0)  # the latest record of it
+    # The search's best and baseline are the search's: not a confirmation run nor the winner.
+    best, baseline = best_and_baseline(recs)
+    assert best is not None and best.number == 2 and baseline == 100.0
