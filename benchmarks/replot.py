@@ -21,7 +21,8 @@ from autotune.study.records import ConfirmationEntry
 
 def replot(folder: Path) -> Path:
     with (folder / "trials.csv").open(newline="") as f:
-        rows = list(csv.DictReader(f))
+        # The search's trials: confirmation runs are drawn from best.yaml's confirmation.
+        rows = [r for r in csv.DictReader(f) if r.get("role") not in ("confirm", "winner")]
     if not rows:
         raise SystemExit(f"{folder}/trials.csv: no trials")
     best = yaml.safe_load((folder / "best.yaml").read_text()) or {}

@@ -72,8 +72,11 @@ def write_outputs(study: optuna.Study, settings: SearchSettings, *, plot: bool =
         doc["compile_artifacts"] = _copy_artifacts(winner, out)
         atomic_write_text(out / "best.yaml", yaml_header(doc) + yaml.safe_dump(doc, sort_keys=False))
     if rows and plot:
-        ends, resumes = search_clock(_spans(study))
-        save_plot(plot_data(rows, unit=info.unit if info else "items",
+        # The search's trials; confirmation runs are drawn from the confirmation's entries.
+        searched = {r.number for r in recs if r.search}
+        ends, resumes = search_clock([s for s in _spans(study) if s[0] in searched])
+        save_plot(plot_data([r for r in rows if r["number"] in searched],
+                            unit=info.unit if info else "items",
                             confirmation=records.read_confirmation(study),
                             winner=winner.record.number if winner else None,
                             ends=ends, resumes=resumes), out / "throughput.png")
