@@ -182,7 +182,7 @@ def test_oom_trials_are_recorded_and_the_study_finishes(tmp_path: Path) -> None:
     assert proc.returncode == 0, failure(proc)
 
     study = load(out, "oom_above")
-    trials = read_records(study)
+    trials = [t for t in read_records(study) if t.search]  # confirmation runs are trials too
     constraints = {t.number: t.constraints for t in study.get_trials()}
     assert len(trials) == 5
     too_big = {t.number for t in trials if t.config is not None and t.config.batch_size > threshold}
@@ -313,7 +313,7 @@ def test_search_writes_every_output(mlp_study: tuple[Path, Path, Any]) -> None:
     assert yaml.safe_load((out / "study.yaml").read_text()) == {
         "study_name": "mlp", "storage": f"sqlite:///{(out / 'study.db').resolve()}",
     }
-    rows = csv_rows(out / "trials.csv")
+    rows = [r for r in csv_rows(out / "trials.csv") if r["role"] not in ("confirm", "winner")]
     measured = [r for r in rows if "not re-run" not in r["reason"]]
     assert measured
     for r in measured:
@@ -358,8 +358,9 @@ def test_study_holds_every_trial(mlp_study: tuple[Path, Path, Any]) -> None:
     assert proc.returncode == 0, failure(proc)
     study = load(out, "mlp")
     # A follow-up the ladder queued may still be waiting when the trial count is reached.
-    trials = [t for t in read_records(study) if t.state != TrialState.WAITING]
-    assert len(trials) == len(csv_rows(out / "trials.csv")) == 4
+    trials = [t for t in read_records(study) if t.state != TrialState.WAITING and t.search]
+    searched = [r for r in csv_rows(out / "trials.csv") if r["role"] not in ("confirm", "winner")]
+    assert len(trials) == len(searched) == 4
     # Finished: measured to the end, or pruned (clearly slower than the best) after 2 windows.
     assert all(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials)
     assert [t.number for t in trials if t.baseline] == [0]
@@ -388,11 +389,15 @@ def test_rerun_continues_the_same_study(mlp_study: tuple[Path, Path, Any], tmp_p
     shutil.copytree(first_out, out)  # leave the shared study as the other tests expect it
     resumed = search_mlp(out, space, trials=6)
     assert resumed.returncode == 0, failure(resumed)
-    trials = [t for t in read_records(load(out, "mlp")) if t.state != TrialState.WAITING]
+    trials = [t for t in read_records(load(out, "mlp")) if t.state != TrialState.WAITING
+              and t.search]
     assert len(trials) == 6
     assert all(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials)
     assert [t.number for t in trials if t.baseline] == [0]
-    assert len(csv_rows(out / "trials.csv")) == 6
+    rows = csv_rows(out / "trials.csv")
+    assert len([r for r in rows if r["role"] not in ("confirm", "winner")]) == 6
+    # Each run confirmed its leaders; the latest winner is the one marked.
+    assert [r["winner"] for r in rows if r["role"] == "winner"] == ["False", "True"]
     assert "(4 trial(s) done before)" in " ".join(resumed.stdout.split())
 
 

@@ -131,6 +131,9 @@ def decide(entries: Sequence[ConfirmationEntry], by_number: dict[int, TrialRecor
     else:
         verdict = "tie within noise"
         pool = [leader] + [e for e in others if e.trial in now.contenders]
+        base_median = next((e.median for e in pool if e.baseline), None)
+        if base_median is not None:  # tied with the baseline: nothing slower than it is cheaper
+            pool = [e for e in pool if (e.median or 0.0) >= base_median]
         tied = tuple(e.trial for e in pool)
         chosen = cheapest(pool, by_number)
     base = next((e for e in entries if e.baseline), None)

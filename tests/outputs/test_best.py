@@ -3,6 +3,7 @@ where it was measured; plain YAML that `autotune.load_config` reads back."""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,9 @@ from helpers import stored_trial
 
 from autotune import Fingerprint, TrainConfig, load_config
 from autotune.outputs.best import best_document, yaml_header
-from autotune.study.records import StudyInfo, TrialRecord
+from autotune.study.records import ConfirmationEntry, StudyInfo, TrialRecord
 from autotune.study.search import SearchSettings
-from autotune.study.winner import Winner
+from autotune.study.winner import Winner, pick_winner
 
 INFO = StudyInfo(adapter="adapters/mlp.py", unit="images", space="search_spaces/cpu.yaml",
                  device="cpu")
@@ -147,3 +148,46 @@ def test_a_changed_effective_batch_gets_a_learning_rate_note(
 def test_without_a_baseline_the_effective_batch_is_stated_alone(tmp_path: Path) -> None:
     doc = best_document(Winner(measured(), 300.0, None, None), INFO, None, settings(tmp_path))
     assert doc["effective_batch"] == {"value": 8, "adapter": None}
+
+
+# -- confidence --------------------------------------------------------------------------------
+
+
+def entry(trial: int, *runs: float, search: float, baseline: bool = False) -> ConfirmationEntry:
+    return ConfirmationEntry(trial=trial, baseline=baseline, search_throughput=search,
+                             throughputs=runs, median=statistics.median(runs), spread=None,
+                             statuses=("ok",) * len(runs))
+
+
+def test_a_search_trial_alone_is_low_confidence(tmp_path: Path) -> None:
+    doc = document(tmp_path, measured())
+    assert doc["confidence"] == "low" and doc["decision"]["verdict"] == "not confirmed"
+    assert doc["study"] == {"best_trial": 1, "value": 300.0}
+
+
+def test_runs_that_contradict_each_other_say_so(tmp_path: Path) -> None:
+    # The issue's numbers: the baseline's runs 55 and 2.8k, the winner's 6.9k and 14.6k.
+    recs = [measured(0, config=TrainConfig(batch_size=8), peak_rss_mb=100.0),
+            measured(4, config=TrainConfig(batch_size=16), peak_rss_mb=200.0),
+            measured(7, config=TrainConfig(batch_size=32), peak_rss_mb=400.0)]
+    recs[0] = stored_trial(0, value=2000.0, attrs={"config": TrainConfig(batch_size=8).to_dict(),
+                                                   "result": {"status": "ok", "throughput": 2000.0},
+                                                   "role": "baseline"})
+    winner = pick_winner(recs, [entry(7, 6900.0, 14600.0, search=740.0),
+                                entry(4, 5000.0, 9000.0, search=2100.0),
+                                entry(0, 55.0, 2800.0, search=2000.0, baseline=True)])
+    assert winner is not None
+    doc = best_document(winner, INFO, None, settings(tmp_path))
+    d = doc["decision"]
+    assert doc["confidence"] == "low" and d["verdict"] == "tie within noise"
+    assert d["tied"] == [7, 4] and doc["config"] == TrainConfig(batch_size=16).to_dict()
+    assert "cheapest" in d["picked"] and "trials 7, 4 are within the noise" in d["note"]
+    assert d["interval"][0] < 1.0 < d["interval"][1]
+    assert d["speedup_confirmed"] is False
+    assert d["speedup_note"] == "not confirmed: the baseline's runs disagree by 50.9x"
+    assert d["warning"].startswith("runs of one config disagree by 50.9x (trial 0: 55 to 2.8k "
+                                   "images/s)")
+    header = yaml_header(doc)
+    assert "not confirmed: the baseline's runs disagree by 50.9x" in header.splitlines()[0]
+    assert "confidence low: tie within noise" in header.splitlines()[0]
+    assert yaml.safe_load(header + yaml.safe_dump(doc, sort_keys=False)) == doc

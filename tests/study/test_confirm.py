@@ -461,3 +461,47 @@ def test_search_confirms_its_leaders(tmp_path: Path, tiny_adapter: Path) -> None
     tuned = load_config(tmp_path / "out" / "best.yaml")
     assert tuned.config == winner.record.config
     assert tuned.device == "cpu"
+
+
+class NoisySteps(Adapter):
+    """What Search reads of tests/adapters/noisy_steps.py's adapter class."""
+
+    batch_size = 8
+    vary_global_batch = True
+
+
+@pytest.mark.parametrize("noisy", [False, True])
+def test_confidence_follows_the_runs_agreement(tmp_path: Path, test_adapters: Path,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               noisy: bool) -> None:
+    # Batch 16 is twice batch 8's rate. Stable runs show it plainly: high confidence. Runs
+    # inflated 4x every other time contradict each other: low confidence, and a warning.
+    if noisy:
+        monkeypatch.setenv("AUTOTUNE_TEST_NOISE_DIR", str(tmp_path))
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space = parse_space({"batch_size": {"factors": [1, 2]}}, source="test-space.yaml",
+                        adapter=NoisySteps, device_type="cpu", cpus=2)
+    measure = MeasureSettings(window_seconds=0.1, budget_seconds=1.0, max_windows=6)
+    settings = search_settings(tmp_path, adapter=test_adapters / "noisy_steps.py", trials=3,
+                               seed=0, measure=measure, confirm=2, confirm_repeats=2,
+                               prune=False)
+    winner = Search(settings, space, NoisySteps, runner=InProcessRunner(),
+                    listener=QuietListener(),
+                    on_change=lambda study: write_outputs(study, settings)).run()
+    study = optuna.load_study(study_name="test", storage=f"sqlite:///{tmp_path / 'study.db'}")
+    seen = [(r.number, r.role, r.config and r.config.batch_size, r.status, r.value)
+            for r in read_records(study)]
+    assert winner is not None and winner.confirmation is not None, seen
+    assert len(winner.confirmation) == 2, seen  # the baseline and batch 16
+    best = yaml.safe_load((tmp_path / "out" / "best.yaml").read_text())
+    if noisy:
+        assert best["confidence"] == "low"
+        assert "disagree by" in best["decision"]["warning"]
+        assert all(len(c["runs"]) == 5 for c in best["confirmation"])  # to the cap: never clear
+        assert "confirmed" not in (best["decision"]["note"] or "").replace("not confirmed", "")
+    else:
+        assert best["confidence"] == "high", best["decision"]
+        assert best["decision"]["verdict"] == "clear lead"
+        assert best["config"]["batch_size"] == 16 and "warning" not in best["decision"]
+        assert best["decision"]["speedup_confirmed"] is True
+        assert sum(len(c["runs"]) for c in best["confirmation"]) == 3  # the baseline ran once

@@ -234,3 +234,15 @@ def test_the_winner_names_its_trial_in_the_study() -> None:
     # The search's best and baseline are the search's: not a confirmation run nor the winner.
     best, baseline = best_and_baseline(recs)
     assert best is not None and best.number == 2 and baseline == 100.0
+
+
+def test_a_tie_with_the_baseline_never_picks_a_config_slower_than_it() -> None:
+    # Trial 1 needs the least memory but its median is below the baseline's: within noise of
+    # the baseline, nothing slower than it is "cheaper".
+    recs = [run(0, baseline=True, memory=500.0), run(1, batch_size=4, memory=100.0),
+            run(2, batch_size=32, memory=900.0)]
+    winner = pick_winner(recs, [runs(2, 200.0, 150.0, 230.0), runs(1, 160.0, 190.0, 140.0),
+                                runs(0, 170.0, 210.0, 175.0, baseline=True)])
+    assert winner is not None and winner.decision is not None
+    assert winner.decision.verdict == "tie within noise"
+    assert winner.record.number == 0 and winner.decision.tied == (2, 0)
