@@ -9,16 +9,17 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.contract.config import TrainConfig
 from autotune.contract.fmt import human
+from autotune.contract.noise import spread_warning
 from autotune.contract.result import Fingerprint, TrialResult
 from autotune.study.records import StudyInfo
-from autotune.study.noise import DISAGREE, disagreement, evidence
+from autotune.study.lead import DISAGREE, disagreement, evidence
 from autotune.study.winner import Winner
 
 if TYPE_CHECKING:
     from autotune.study.search import SearchSettings
 
 __all__ = ["batch_change", "best_document", "decision_block", "decision_note", "effective_batch",
-           "yaml_header"]
+           "speedup_note", "spread_warnings", "winner_phrases", "yaml_header"]
 
 # Above this share of CPU time taken by the hypervisor, best.yaml warns that CPU-bound rates
 # will move between runs (steal is time this VM was ready to run and was not allowed to).
@@ -118,18 +119,31 @@ def decision_block(winner: Winner, unit: str) -> dict[str, Any]:
     block["speedup_confirmed"] = d.speedup_confirmed
     block["speedup_interval"] = ([_round(v) for v in d.speedup_interval]
                                  if d.speedup_interval else None)
-    if not d.speedup_confirmed and winner.baseline:
-        block["speedup_note"] = (
-            f"not confirmed: the baseline's runs disagree by {d.baseline_spread:.3g}x"
-            if d.baseline_spread is not None else "not confirmed: the baseline has no runs")
-    noisy = max(winner.confirmation, key=lambda c: disagreement(evidence(c)))
-    worst = disagreement(evidence(noisy))
-    if worst >= DISAGREE:
-        runs = evidence(noisy)
-        block["warning"] = (f"runs of one config disagree by {worst:.3g}x (trial {noisy.trial}: "
-                            f"{human(min(runs))} to {human(max(runs))} {unit}/s): something "
-                            "besides the config changed the rates between runs")
+    note = speedup_note(winner)
+    if note:
+        block["speedup_note"] = note
+    warnings = spread_warnings(winner, unit)
+    if warnings:
+        block["warnings"] = warnings
     return {"confidence": d.confidence, "decision": block}
+
+
+def spread_warnings(winner: Winner, unit: str) -> list[str]:
+    """One line per confirmed config whose runs disagree, naming the cause measured during
+    them (`contract.noise`); a config run once fresh is compared with its search trial."""
+    out = []
+    for c in winner.confirmation or ():
+        results = (winner.runs or {}).get(c.trial, ())
+        text = spread_warning(results, unit=unit) if len(c.throughputs) >= 2 and results else None
+        runs = evidence(c)
+        if text is None and disagreement(runs) >= DISAGREE:
+            with_search = " counting its search trial" if len(c.throughputs) < 2 else ""
+            text = (f"runs disagree by {disagreement(runs):.3g}x ({human(min(runs))} to "
+                    f"{human(max(runs))} {unit}/s{with_search}): something besides the config "
+                    "changed the rate between runs")
+        if text is not None:
+            out.append(f"trial {c.trial}: {text}")
+    return out
 
 
 def _study_block(winner: Winner) -> dict[str, Any]:
@@ -158,6 +172,35 @@ def decision_note(winner: Winner) -> str:
     if d.verdict == "too few runs":
         return f"ahead, but the budget allowed {d.runs} fresh run(s) of it"
     return "the only config whose fresh runs were ok"
+
+
+def winner_phrases(winner: Winner) -> tuple[str, str]:
+    """", 2.50x the baseline" (saying so when the baseline's runs disagree) and
+    " (confidence high: clear lead)": how the end of a search names the winner's standing."""
+    d = winner.decision
+    speed = f", {winner.speedup:.2f}x the baseline" if winner.speedup else ""
+    note = speedup_note(winner)
+    if speed and note:
+        speed += f" ({note})"
+    if d is not None:
+        return speed, f" (confidence {d.confidence}: {d.verdict})"
+    if not winner.confirmation:
+        return speed, " (not confirmed)"
+    return speed, "" if note else " (confirmed by repeated runs)"
+
+
+def speedup_note(winner: Winner) -> str | None:
+    """Why the ratio to the baseline is not confirmed (None when it is, or nothing was
+    confirmed): the baseline's own runs disagree 2x or more, or it has no fresh run."""
+    base = next((c for c in winner.confirmation or () if c.baseline), None)
+    if not winner.confirmation or not winner.baseline:
+        return None
+    if base is None or not base.throughputs:
+        return "not confirmed: the baseline has no fresh run"
+    spread = disagreement(evidence(base))
+    if spread >= DISAGREE:
+        return f"not confirmed: the baseline's own runs disagree {spread:.1f}x"
+    return None
 
 
 def effective_batch(config: TrainConfig, adapter_batch: int | None) -> dict[str, Any]:

@@ -19,13 +19,12 @@ from autotune.contract.fmt import human
 from autotune.contract.noise import likely_cause, spread_warning
 from autotune.contract.phases import Phase
 from autotune.contract.result import Status, TrialResult
+from autotune.outputs.best import winner_phrases
 from autotune.study.confirm import Candidate
 from autotune.study.winner import Winner
 
 __all__ = ["QuietListener", "RichDisplay", "make_console"]
 
-DISAGREE = 2.0
-"""The baseline's runs this far apart (fastest over slowest): no ratio to it is confirmed."""
 PLAIN_WIDTH = 160
 """Columns for tables when not in a terminal (lines themselves are never wrapped there)."""
 
@@ -184,12 +183,7 @@ class RichDisplay:
             self.console.print(f"[red]no trial ran ok[/] after {elapsed}; see the reasons above "
                                "and the logs under trials/<n>/log.txt")
             return
-        speed = f", {winner.speedup:.2f}x the baseline" if winner.speedup else ""
-        how = " (confirmed by repeated runs)" if winner.confirmation else ""
-        base = next((c.throughputs for c in winner.confirmation or () if c.baseline), ())
-        if speed and len(base) >= 2 and min(base) > 0 and max(base) / min(base) >= DISAGREE:
-            how = (f" (not confirmed: the baseline's own runs disagree "
-                   f"{max(base) / min(base):.1f}x)")
+        speed, how = winner_phrases(winner)  # a ratio is never "confirmed" on runs that disagree
         self.console.print(f"[bold green]best:[/] trial #{winner.record.number}, "
                            f"{human(winner.throughput)} {self.unit}/s{speed}{how} ({elapsed})")
         # Confirmed configs whose fresh runs disagree: say so, with the cause that was measured.

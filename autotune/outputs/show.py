@@ -13,7 +13,7 @@ from rich.table import Table
 from autotune.contract.config import KNOBS, TrainConfig
 from autotune.contract.errors import InputError
 from autotune.contract.fmt import human
-from autotune.outputs.best import decision_note
+from autotune.outputs.best import decision_note, winner_phrases
 from autotune.outputs.table import trial_rows
 from autotune.study import records
 from autotune.study.storage import open_storage
@@ -112,13 +112,7 @@ def winner_line(winner: Winner, unit: str) -> str:
              if winner.study_trial is not None else f"trial {winner.record.number}")
     how = (f"median of {d.runs} fresh run(s)" if d is not None and winner.confirmation
            else "one search measurement, not confirmed")
-    speed = ""
-    if winner.speedup:
-        speed = f", {winner.speedup:.2f}x the baseline"
-        if d is not None and not d.speedup_confirmed:
-            speed += " (not confirmed: " + (
-                f"the baseline's runs disagree by {d.baseline_spread:.3g}x)"
-                if d.baseline_spread is not None else "no baseline runs)")
-    sure = (f"; confidence {d.confidence}: {d.verdict}, {decision_note(winner)}" if d is not None
-            else "; confidence low")
-    return f"winner: {where}, {human(winner.throughput)} {unit}/s ({how}){speed}{sure}"
+    speed, verdict = winner_phrases(winner)
+    sure = f", {decision_note(winner)}" if d is not None else ""
+    return (f"winner: {where}, {human(winner.throughput)} {unit}/s ({how}){speed}"
+            f"{verdict.replace(' (', '; ', 1).rstrip(')')}{sure}")

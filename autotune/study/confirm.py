@@ -3,7 +3,7 @@
 A search sees each config once, and one lucky window can crown the wrong winner. After the
 search, the k best distinct configs and the baseline run again in rounds, each in a shuffled
 order, until the leader's lead is clear or a cap of runs is reached: a config clearly behind
-stops early, runs are spent only where the decision is open (`noise`). The winner is then
+stops early, runs are spent only where the decision is open (`lead`). The winner is then
 picked on these runs (`winner.pick_winner`).
 """
 
@@ -24,7 +24,7 @@ from autotune.contract.request import MeasureSettings, TrialRequest
 from autotune.contract.result import Status, TrialResult
 from autotune.contract.stats import relative_spread
 from autotune.study import records
-from autotune.study.noise import standing
+from autotune.study.lead import standing
 from autotune.study.records import ConfirmationEntry, TrialRecord
 from autotune.study.runner import Runner
 from autotune.study.winner import pick_winner
@@ -111,7 +111,7 @@ def run_confirmation(
     shuffled order (drift on the machine then hits them alike); one entry per candidate,
     fastest (by median) first.
 
-    Adaptive: after each round, a candidate clearly behind the leader (`noise.standing`) runs
+    Adaptive: after each round, a candidate clearly behind the leader (`lead.standing`) runs
     no more, and the rounds stop once the leader's lead is clear and it has `repeats` runs, or
     when every candidate still within noise of it has `max_repeats` runs (default
     2 x `repeats` + 1). No run starts with less than `MIN_RUN_SECONDS` left before `deadline`

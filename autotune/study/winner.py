@@ -1,6 +1,6 @@
 """Which config the study hands back: the confirmed winner, else the search's fastest trial.
 
-The winner is picked on the confirmation runs (`noise`): the leader when its lead is clear;
+The winner is picked on the confirmation runs (`lead`): the leader when its lead is clear;
 otherwise the configs within noise of each other tie, and the cheapest of them wins (less peak
 memory, then fewer DataLoader workers, then no compile): at equal speed, what costs less.
 """
@@ -11,10 +11,12 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from autotune.study.noise import DISAGREE, disagreement, evidence, ratio_interval, standing
-from autotune.study.records import WINNER, ConfirmationEntry, TrialRecord
+from autotune.study.lead import DISAGREE, disagreement, evidence, ratio_interval, standing
+from autotune.contract.result import TrialResult
+from autotune.study.records import CONFIRM, WINNER, ConfirmationEntry, TrialRecord
 
-__all__ = ["Decision", "Winner", "best_and_baseline", "cheapest", "decide", "pick_winner"]
+__all__ = ["Decision", "Winner", "best_and_baseline", "cheapest", "confirmation_runs", "decide",
+           "pick_winner"]
 
 # Peak memory within this fraction of the smallest counts as the same (host RSS and the caching
 # allocator's reserve move by a few percent between runs of one config).
@@ -79,6 +81,9 @@ class Winner:
     study_value: float | None = None
     """The value that trial was told: the confirmed rate, or just above the study's highest
     when a single search window read higher (`records.add_winner`)."""
+    runs: dict[int, tuple[TrialResult, ...]] | None = None
+    """Each confirmed search trial's fresh runs as the study recorded them (what else ran on
+    the machine meanwhile: the cause of a spread), when they were recorded."""
 
     @property
     def speedup(self) -> float | None:
@@ -105,10 +110,24 @@ def pick_winner(records: Sequence[TrialRecord],
             mark = max((r for r in records if r.role == WINNER and r.confirms == chosen.trial),
                        key=lambda r: r.number, default=None)
             return Winner(by_number[chosen.trial], chosen.median or 0.0, base, confirmation,
-                          decision, mark.number if mark else None, mark.value if mark else None)
+                          decision, mark.number if mark else None, mark.value if mark else None,
+                          confirmation_runs(records, confirmation))
     if best is None:
         return None
     return Winner(best, float(best.value or 0.0), baseline, None)
+
+
+def confirmation_runs(records: Sequence[TrialRecord], entries: Sequence[ConfirmationEntry]
+                      ) -> dict[int, tuple[TrialResult, ...]]:
+    """The recorded runs of each entry: the latest confirmation runs of its trial, as many as
+    the entry counts (an earlier confirmation of the same trial ran before them)."""
+    runs = {}
+    for e in entries:
+        mine = [r.result for r in sorted(records, key=lambda r: r.number)
+                if r.role == CONFIRM and r.confirms == e.trial and r.result is not None]
+        if e.statuses and len(mine) >= len(e.statuses):
+            runs[e.trial] = tuple(mine[len(mine) - len(e.statuses):])
+    return runs
 
 
 def decide(entries: Sequence[ConfirmationEntry], by_number: dict[int, TrialRecord]

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from autotune.study.noise import (
+from autotune.study.lead import (
     clearly_ahead,
     disagreement,
     evidence,
