@@ -156,7 +156,7 @@ def decide(entries: Sequence[ConfirmationEntry], by_number: dict[int, TrialRecor
         tied = tuple(e.trial for e in pool)
         chosen = cheapest(pool, by_number)
     base = next((e for e in entries if e.baseline), None)
-    base_runs = evidence(base) if base is not None else ()
+    base_runs = evidence(base) if base is not None and base.throughputs else ()
     spread = disagreement(chosen.throughputs)
     base_spread = disagreement(base_runs) if base_runs and base is not chosen else None
     # What the winner is compared with: the next fastest, or the faster leader it tied with.
