@@ -53,7 +53,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="after the search, re-run this many top configs and the baseline in "
                         "fresh processes; the winner is picked on those runs (default 3; 0 skips)")
     search.add_argument("--confirm-repeats", type=positive(int), default=2,
-                        help="runs of each confirmed config, in shuffled order (default 2)")
+                        help="fresh runs the winner needs before its lead is called clear; a "
+                        "config clearly behind stops after one, an unclear one runs up to twice "
+                        "this plus one (default 2)")
     search.add_argument("--tolerance", type=positive(float), default=0.02,
                         help="confirmation runs stop timing once the median's 95%% confidence "
                         "interval is within +-this fraction of it (default 0.02)")
