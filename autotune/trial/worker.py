@@ -30,7 +30,7 @@ from autotune.trial.lifetime import die_with_parent
 from autotune.trial.measure import NonFiniteLoss, Window
 
 if TYPE_CHECKING:
-    from autotune.trial.distributed import Rank
+    from autotune.trial.rank import Rank
 
 __all__ = ["Preloaded", "main", "run_trial", "serve", "settings_for"]
 
@@ -55,7 +55,7 @@ def run_trial(request: TrialRequest, events: Path | None = None,
     `started` is the `perf_counter` time the process (or fork) began: what came before this
     call is the trial's start phase. An exception from the adapter's own code is marked in
     the result (`contract_error`) with the part of the adapter it came from. `rank`: this
-    process is one rank of a DDP trial (`autotune.trial.distributed`); it measures in lockstep
+    process is one rank of a DDP trial (`autotune.trial.rank`); it measures in lockstep
     with the others and skips the diagnosis (its steps would have to run on every rank)."""
     phases = _Phases(events, started)
     phases.enter(Phase.IMPORT)
