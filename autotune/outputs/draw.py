@@ -67,11 +67,15 @@ def title(data: PlotData) -> str:
     base_runs = next((c for c in data.confirmed if c.baseline and c.median), None)
     base = base_runs.median if confirmed and base_runs else \
         (data.baseline[1] if data.baseline and not confirmed else None)
+    if data.standing:
+        text += f" · {data.standing}"
     if base and data.baseline:
         text += f", {value / base:.2f}x the baseline (trial {data.baseline[0]})"
         runs = base_runs.runs if confirmed and base_runs else ()
-        if runs and min(runs) > 0 and max(runs) / min(runs) >= DISAGREE:
-            text += (f"\nnot a confirmed ratio: the baseline's own runs disagree "
+        if data.ratio_note:
+            text += f"\n{data.ratio_note}"
+        elif runs and min(runs) > 0 and max(runs) / min(runs) >= DISAGREE:
+            text += (f"\nnot confirmed: the baseline's own runs disagree "
                      f"{max(runs) / min(runs):.1f}x")
     return text
 

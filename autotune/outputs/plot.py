@@ -81,6 +81,12 @@ class PlotData:
     """"wall-clock" (from the study's trial times) or "trial durations" (summed, from a CSV)."""
     memory: str = "peak allocated"
     """What `peak_memory_gb` is: device memory in live tensors, or the host's resident set."""
+    standing: str = ""
+    """How sure the study is of its winner, as best.yaml says ("confidence low: tie within
+    noise"); "" when not told."""
+    ratio_note: str | None = None
+    """Why the ratio to the baseline is not confirmed, as best.yaml says; None: judged here
+    from the baseline's confirmation runs."""
 
     @property
     def ok(self) -> tuple[Point, ...]:
@@ -111,9 +117,11 @@ def search_clock(spans: Sequence[tuple[int, float, float]], *, max_gap: float = 
 def plot_data(rows: Sequence[Mapping[str, Any]], *, unit: str,
               confirmation: Sequence[ConfirmationEntry] | None = None,
               winner: int | None = None, ends: Mapping[int, float] | None = None,
-              resumes: Sequence[float] = ()) -> PlotData:
+              resumes: Sequence[float] = (), standing: str = "",
+              ratio_note: str | None = None) -> PlotData:
     """The points of every panel. `ends`: search seconds at each trial's end (`search_clock`);
-    without it, trial durations are summed in trial order. `winner`: the trial best.yaml names."""
+    without it, trial durations are summed in trial order. `winner`: the trial best.yaml names;
+    `standing` and `ratio_note`: what best.yaml says of it and of its ratio to the baseline."""
     rows = sorted(rows, key=lambda r: int(r["number"]))
     points: list[Point] = []
     summed = 0.0
@@ -147,7 +155,8 @@ def plot_data(rows: Sequence[Mapping[str, Any]], *, unit: str,
     return PlotData(unit=unit, points=tuple(points), best_so_far=tuple(best),
                     baseline=base, winner=winner, confirmed=confirmed, resumes=tuple(resumes),
                     clock="wall-clock" if ends is not None else "trial durations",
-                    memory="peak allocated" if device_memory else "peak RSS (host)")
+                    memory="peak allocated" if device_memory else "peak RSS (host)",
+                    standing=standing, ratio_note=ratio_note)
 
 
 def save_plot(data: PlotData, path: Path) -> None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from autotune.contract.files import atomic_write_bytes, atomic_write_text
-from autotune.outputs.best import best_document, yaml_header
+from autotune.outputs.best import best_document, speedup_note, yaml_header
 from autotune.outputs.table import rows_to_csv, trial_rows
 from autotune.study import records
 from autotune.study.winner import Winner, best_and_baseline, pick_winner
@@ -79,8 +79,18 @@ def write_outputs(study: optuna.Study, settings: SearchSettings, *, plot: bool =
                             unit=info.unit if info else "items",
                             confirmation=records.read_confirmation(study),
                             winner=winner.record.number if winner else None,
-                            ends=ends, resumes=resumes), out / "throughput.png")
+                            ends=ends, resumes=resumes, **_standing(winner)),
+                  out / "throughput.png")
     return winner
+
+
+def _standing(winner: Winner | None) -> dict[str, Any]:
+    """What best.yaml says of the winner, for the plot's title: the same words."""
+    if winner is None:
+        return {}
+    d = winner.decision
+    return {"standing": f"confidence {d.confidence}: {d.verdict}" if d else "",
+            "ratio_note": speedup_note(winner)}
 
 
 def _spans(study: optuna.Study) -> list[tuple[int, float, float]]:

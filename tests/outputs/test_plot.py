@@ -105,7 +105,13 @@ def test_the_title_names_the_winner_and_its_ratio_unless_the_baseline_disagrees(
     disagree = [entry(3, (6_900.0, 14_600.0), 10_750.0),
                 entry(0, (55.0, 2_800.0), 1_427.5, baseline=True)]
     text = title(plot_data(ROWS, unit="samples", confirmation=disagree, winner=3))
-    assert text.endswith("not a confirmed ratio: the baseline's own runs disagree 50.9x")
+    assert text.endswith("not confirmed: the baseline's own runs disagree 50.9x")
+    # What best.yaml says of the winner is said the same way.
+    told = title(plot_data(ROWS, unit="samples", confirmation=disagree, winner=3,
+                           standing="confidence low: tie within noise",
+                           ratio_note="not confirmed: the baseline has no fresh run"))
+    assert "(median of its confirmation runs) · confidence low: tie within noise, " in told
+    assert told.endswith("\nnot confirmed: the baseline has no fresh run")
     unconfirmed = title(plot_data(ROWS, unit="samples", winner=1))
     assert unconfirmed.endswith("trial 1, 250 samples/s (search measurement), 2.50x the "
                                 "baseline (trial 0)")
