@@ -164,7 +164,8 @@ class RichDisplay:
     def confirm_started(self, cands: list[Candidate], repeats: int) -> None:
         self.current = ""
         names = ", ".join(f"#{c.trial}" + (" (baseline)" if c.baseline else "") for c in cands)
-        self.console.print(f"[bold]confirming[/] {names}: {repeats} fresh run(s) each, shuffled")
+        self.console.print(f"[bold]confirming[/] {names}: shuffled rounds of fresh runs until the "
+                           f"lead is clear ({repeats} for the leader, one for a config behind)")
         self.confirm_runs = {}
 
     def confirm_result(self, cand: Candidate, result: TrialResult) -> None:

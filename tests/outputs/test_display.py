@@ -214,7 +214,8 @@ def test_confirmation_lines() -> None:
     display.confirm_result(cands[0], TrialResult(status=Status.OK, throughput=2400.0))
     display.confirm_result(cands[1], TrialResult(status=Status.OOM, reason="out of memory"))
     text = printed(display)
-    assert "confirming #3, #0 (baseline): 2 fresh run(s) each, shuffled" in text
+    assert ("confirming #3, #0 (baseline): shuffled rounds of fresh runs until the lead is clear "
+            "(2 for the leader, one for a config behind)") in text
     assert "#3 2.4k samples/s (search measured 2.5k)" in text
     assert "#0 oom out of memory (search measured 800)" in text
 
