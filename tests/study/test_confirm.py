@@ -10,7 +10,7 @@ from typing import Any
 import optuna
 import pytest
 import yaml
-from helpers import stored_trial
+from helpers import FakeRunner, csv_rows, stored_trial
 from optuna.trial import TrialState
 
 from autotune import Adapter, MeasureSettings, Status, TrainConfig, TrialResult, load_config
@@ -505,3 +505,33 @@ def test_confidence_follows_the_runs_agreement(tmp_path: Path, test_adapters: Pa
         assert best["config"]["batch_size"] == 16
         assert best["decision"]["speedup_confirmed"] is True
         assert sum(len(c["runs"]) for c in best["confirmation"]) == 3  # the baseline ran once
+
+
+def test_a_resumed_study_is_not_confused_by_its_confirmation_trials(tmp_path: Path) -> None:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    raw = {"batch_size": {"factors": [0.5, 1, 2, 4]}, "amp_dtype": {"choices": ["fp32", "bf16"]}}
+    space = parse_space(raw, source="test-space.yaml", adapter=NoisySteps, device_type="cpu",
+                        cpus=2)
+
+    def run(trials: int) -> tuple[Search, Any]:
+        settings = search_settings(tmp_path, trials=trials, seed=0, measure=QUICK, confirm=2)
+        s = Search(settings, space, NoisySteps, runner=FakeRunner(), listener=QuietListener(),
+                   on_change=lambda study: write_outputs(study, settings))
+        return s, s.run()
+
+    first, _ = run(3)
+    before = read_records(first.study)
+    assert [r.role for r in before].count("winner") == 1
+    second, winner = run(5)
+    recs = read_records(second.study)
+    # --trials counts the search's trials only; the confirmation's are extra.
+    assert second.done() == 5 == len([r for r in recs if r.search and r.state.is_finished()])
+    assert len([r for r in recs if not r.search]) > len([r for r in before if not r.search])
+    # The confirmation re-ran search trials, never an earlier confirmation run or winner.
+    confirmed = read_confirmation(second.study) or []
+    assert {c.trial for c in confirmed} <= {r.number for r in recs if r.search}
+    assert winner is not None and winner.study_trial is not None
+    assert winner.study_trial == max(r.number for r in recs if r.role == "winner")
+    assert second.study.best_trial.number == winner.study_trial
+    rows = csv_rows(tmp_path / "out" / "trials.csv")
+    assert [r["number"] for r in rows if r["winner"] == "True"] == [str(winner.study_trial)]
