@@ -15,7 +15,8 @@ from pathlib import Path
 
 import yaml
 
-from autotune.outputs.plot import plot_data, save_plot
+from autotune.outputs.draw import save_plot
+from autotune.outputs.plot import plot_data
 from autotune.study.records import ConfirmationEntry
 
 

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from autotune.contract.fmt import human
 from autotune.contract.stats import relative_spread
 
-if TYPE_CHECKING:
-    from autotune.contract.result import TrialResult
-
-__all__ = ["Noise", "OtherProcess", "SPREAD_WARNING", "likely_cause", "spread_warning"]
+__all__ = ["Noise", "OtherProcess", "Run", "SPREAD_WARNING", "likely_cause", "spread_warning"]
 
 SPREAD_WARNING = 0.1
 """Runs of one config whose (max - min) / median exceeds this get a warning naming the cause."""
@@ -88,6 +85,22 @@ class Noise:
         return data
 
 
+class _Steal(Protocol):
+    steal_fraction: float
+
+
+class Run(Protocol):
+    """What a warning reads of one run: a `TrialResult` (not imported: result.py imports this
+    module for the `noise` field)."""
+
+    @property
+    def throughput(self) -> float | None: ...
+    @property
+    def noise(self) -> Noise | None: ...
+    @property
+    def host_cpu(self) -> _Steal | None: ...
+
+
 def _causes(noise: Noise | None, steal: float | None) -> list[str]:
     """What in one run's facts would make its rate differ from another run's."""
     causes = []
@@ -114,7 +127,7 @@ def _causes(noise: Noise | None, steal: float | None) -> list[str]:
     return causes
 
 
-def likely_cause(runs: Sequence[TrialResult]) -> str | None:
+def likely_cause(runs: Sequence[Run]) -> str | None:
     """The measured causes of noise in these runs, one sentence; None when every measurement
     was quiet (or none was taken)."""
     seen: list[str] = []
@@ -126,7 +139,7 @@ def likely_cause(runs: Sequence[TrialResult]) -> str | None:
     return "; ".join(seen) if seen else None
 
 
-def spread_warning(runs: Sequence[TrialResult], *, unit: str,
+def spread_warning(runs: Sequence[Run], *, unit: str,
                    threshold: float = SPREAD_WARNING) -> str | None:
     """A warning when the ok runs of one config disagree by more than `threshold`, naming the
     likely cause where one was measured; None when they agree."""

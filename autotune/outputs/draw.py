@@ -14,7 +14,7 @@ from autotune.contract.files import atomic_write_bytes
 from autotune.contract.fmt import human
 from autotune.outputs.plot import PlotData, Point
 
-__all__ = ["draw", "title"]
+__all__ = ["save_plot", "title"]
 
 DTYPE_COLOURS = {"fp32": "tab:blue", "tf32": "tab:cyan", "bf16": "tab:orange",
                  "fp16": "tab:purple"}
@@ -27,7 +27,7 @@ DISAGREE = 2.0
 """Runs of the baseline this far apart (fastest over slowest) leave no ratio to it standing."""
 
 
-def draw(data: PlotData, path: Path) -> None:
+def save_plot(data: PlotData, path: Path) -> None:
     """Render the four panels into a PNG at `path`, written atomically."""
     try:
         import matplotlib

@@ -1,4 +1,5 @@
-"""The study's picture: points computed here in pure functions, drawn by `draw` (optuna's way).
+"""The study's picture: points computed here in pure functions, drawn by `draw.save_plot`
+(optuna's way).
 
 Four panels read from what the study stored: throughput against the search's wall-clock time
 (what the budget bought), the confirmation re-runs with their spread, throughput against the
@@ -11,12 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from autotune.study.records import ConfirmationEntry
 
-__all__ = ["Confirmed", "PlotData", "Point", "plot_data", "save_plot", "search_clock"]
+__all__ = ["Confirmed", "PlotData", "Point", "plot_data", "search_clock"]
 
 RESUME_GAP = 60.0
 """Seconds without a running trial taken as a break (a resumed study): the clock skips it."""
@@ -157,13 +157,6 @@ def plot_data(rows: Sequence[Mapping[str, Any]], *, unit: str,
                     clock="wall-clock" if ends is not None else "trial durations",
                     memory="peak allocated" if device_memory else "peak RSS (host)",
                     standing=standing, ratio_note=ratio_note)
-
-
-def save_plot(data: PlotData, path: Path) -> None:
-    """Draw `data` into a PNG at `path` (atomically)."""
-    from autotune.outputs.draw import draw
-
-    draw(data, path)
 
 
 def _num(value: Any) -> float | None:

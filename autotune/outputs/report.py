@@ -53,7 +53,8 @@ class OutputWriter:
 def write_outputs(study: optuna.Study, settings: SearchSettings, *, plot: bool = True
                   ) -> Winner | None:
     """Write best.yaml (when a trial ran ok), trials.csv and throughput.png into `settings.out`."""
-    from autotune.outputs.plot import plot_data, save_plot, search_clock
+    from autotune.outputs.draw import save_plot
+    from autotune.outputs.plot import plot_data, search_clock
 
     out = settings.out
     recs = records.read_records(study)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from autotune.outputs.draw import title
-from autotune.outputs.plot import Confirmed, plot_data, save_plot, search_clock
+from autotune.outputs.draw import save_plot, title
+from autotune.outputs.plot import Confirmed, plot_data, search_clock
 from autotune.outputs.table import rows_to_csv
 from autotune.study.records import ConfirmationEntry
 
