@@ -108,7 +108,8 @@ def _causes(noise: Noise | None, steal: float | None) -> list[str]:
         others = noise.other_cpus
         if others is not None and others >= max(OTHER_CPUS, OTHER_CPUS_SHARE * noise.cpus):
             names = ", ".join(f"{p.name} (pid {p.pid}) {p.cpu_seconds / noise.seconds:.1f}"
-                              for p in noise.busiest[:3])
+                              for p in noise.busiest[:3]
+                              if p.cpu_seconds / noise.seconds >= 0.05)  # not "0.0" CPUs
             causes.append(f"other processes kept {others:.1f} of the trial's {noise.cpus} CPUs "
                           "busy" + (f" (busiest: {names})" if names else ""))
         if noise.gpu_others:

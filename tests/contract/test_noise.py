@@ -12,7 +12,8 @@ from autotune.contract.noise import OtherProcess, likely_cause, spread_warning
 
 BUSY = Noise(seconds=10.0, cpus=2, other_cpu_seconds=16.0,
              busiest=(OtherProcess(name="python3", pid=4242, cpu_seconds=12.0),
-                      OtherProcess(name="make", pid=77, cpu_seconds=3.0)))
+                      OtherProcess(name="make", pid=77, cpu_seconds=3.0),
+                      OtherProcess(name="kdamond.0", pid=78, cpu_seconds=0.2)))
 QUIET = Noise(seconds=10.0, cpus=2, other_cpu_seconds=0.3, gpu_others=(), gpu_clock_ratio=0.99,
               gpu_limits=("sw_power_cap",), cpu_throttle_events=0)
 
@@ -41,6 +42,7 @@ def test_the_issues_case_names_the_other_process() -> None:
     assert ("run 1: other processes kept 1.6 of the trial's 2 CPUs busy (busiest: python3 "
             "(pid 4242) 1.2, make (pid 77) 0.3)") in warning
     assert "run 2" not in warning  # the quiet run is not blamed
+    assert "kdamond" not in warning  # 0.02 CPUs: not worth a name
 
 
 def test_runs_that_agree_get_no_warning() -> None:
