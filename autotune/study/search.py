@@ -31,14 +31,28 @@ from autotune.contract.host import available_cpus
 from autotune.contract.request import MeasureSettings
 from autotune.contract.result import Status, TrialResult
 from autotune.study import records
-from autotune.study.confirm import (Candidate, candidates, estimate_seconds, record_confirmation,
-                                    run_confirmation)
+from autotune.study.claim import (
+    Claim,
+    StudyLock,
+    claim_confirmation,
+    end_confirmation,
+    running_twin,
+    wait_finished,
+)
+from autotune.study.confirm import (
+    FRESH_PROCESS_SECONDS,
+    Candidate,
+    candidates,
+    estimate_seconds,
+    record_confirmation,
+    run_confirmation,
+)
 from autotune.study.objective import Objective
 from autotune.study.pruning import IncumbentPruner
 from autotune.study.runner import Runner
 from autotune.study.searchspace import SearchSpace
 from autotune.study.starts import Ladder, enqueue, follow_ups, initial_starts
-from autotune.study.storage import absolute_storage, open_storage
+from autotune.study.storage import Heartbeat, absolute_storage, beating, fail_stale, open_storage
 from autotune.study.winner import Winner, best_and_baseline, pick_winner
 
 __all__ = ["Interrupted", "Search", "SearchListener", "SearchSettings"]
@@ -98,6 +112,9 @@ class SearchSettings:
     """CPUs the trials may use (the hand recipe's workers follow); None: this process's."""
     nproc_per_node: int = 1
     """DDP ranks per trial (the runner starts them); the layout a result holds for."""
+    heartbeat: Heartbeat = Heartbeat()
+    """Heartbeats of running trials on a server database: a search that stops sending them
+    (its host died) has its trial failed by the others."""
 
     def __post_init__(self) -> None:
         # One name for the storage whatever the working directory (study.yaml records it).
@@ -169,6 +186,10 @@ class Search:
         self._ladder = Ladder()
         """The guided follow-ups not yet run, the newest best's first."""
         self.study = self._open_study()
+        self.lock = StudyLock(self.study, settings.storage)
+        """Excludes the other searches of this study (other hosts) from check-then-write steps."""
+        self.confirmed_by: Claim | None = None
+        """Set when another search confirms (or confirmed) the leaders instead of this one."""
         self.objective = Objective(
             adapter=settings.adapter, device=settings.device, out=settings.out, runner=runner,
             measure=settings.measure,
@@ -194,7 +215,7 @@ class Search:
                     n_startup_trials=5,
                 )
         study = optuna.create_study(
-            storage=open_storage(s.storage),
+            storage=open_storage(s.storage, s.heartbeat),
             study_name=s.study_name,
             direction="maximize",
             sampler=sampler,
@@ -256,8 +277,8 @@ class Search:
         self._recover_stale()
         starts = initial_starts(self.space, self.adapter, device=s.device,
                                 cpus=s.cpus or available_cpus())
-        enqueue(self.study, self.space, starts if s.guided else starts[:1])
-        records.write_confirmation(self.study, None)  # stale once new trials run
+        with self.lock:  # two hosts starting together enqueue the baseline once
+            enqueue(self.study, self.space, starts if s.guided else starts[:1])
         deadline = None if s.timeout is None else self.clock() + s.timeout
         self.listener.started(s, self.done(), self.adapter.unit)
         with self._signals():
@@ -298,29 +319,54 @@ class Search:
 
     def _confirm(self, deadline: float | None) -> None:
         s = self.settings
+        if s.confirm == 0:
+            return
+        # Searches sharing the study end their running trials first, and the last to end
+        # confirms: a dead one's trial is failed by the heartbeat check meanwhile.
+        wait = s.trial_timeout + s.heartbeat.grace + 30.0
+        wait_finished(self.study, None, stop=lambda: self._signal is not None,
+                      timeout=wait if deadline is None else min(wait, deadline - self.clock()))
         cands = self._candidates()
-        if not any(not c.baseline for c in cands):
+        if not any(not c.baseline for c in cands) or self._signal is not None:
             return  # nothing but the baseline ran ok: nothing to confirm
-        self.listener.confirm_started(cands, s.confirm_repeats)
-        runs: list[tuple[Candidate, TrialResult]] = []
+        # The longest the confirmation may take (each run's limit is at most the trial's).
+        seconds = (s.confirm_max_repeats or s.confirm_repeats) * len(cands) * (
+            s.trial_timeout + FRESH_PROCESS_SECONDS)
+        self.confirmed_by = claim_confirmation(self.study, self.lock, done=self.done(),
+                                               seconds=seconds)
+        if self.confirmed_by is not None:
+            return  # another search confirms these trials, or did
+        finished = False
+        try:
+            self.listener.confirm_started(cands, s.confirm_repeats)
+            runs: list[tuple[Candidate, TrialResult]] = []
 
-        def on_result(cand: Candidate, result: TrialResult) -> None:
-            runs.append((cand, result))
-            self.listener.confirm_result(cand, result)
+            def on_result(cand: Candidate, result: TrialResult) -> None:
+                runs.append((cand, result))
+                self.listener.confirm_result(cand, result)
 
-        summary = run_confirmation(
-            cands, adapter=s.adapter, device=s.device, runner=self.confirm_runner, out=s.out,
-            repeats=s.confirm_repeats, max_repeats=s.confirm_max_repeats,
-            trial_timeout=s.trial_timeout, measure=s.confirm_measure or s.measure,
-            seed=s.seed, on_result=on_result, deadline=deadline, clock=self.clock,
-        )
-        if self._signal is None:
-            record_confirmation(self.study, summary, runs)
+            summary = run_confirmation(
+                cands, adapter=s.adapter, device=s.device, runner=self.confirm_runner,
+                out=s.out, repeats=s.confirm_repeats, max_repeats=s.confirm_max_repeats,
+                trial_timeout=s.trial_timeout, measure=s.confirm_measure or s.measure,
+                seed=s.seed, on_result=on_result, deadline=deadline, clock=self.clock,
+            )
+            if self._signal is None:
+                record_confirmation(self.study, summary, runs)
+                finished = True
+        finally:
+            end_confirmation(self.study, self.lock, finished=finished)
 
     def _one_trial(self, limit: float, *, budget_cut: bool) -> None:
-        s = self.settings
-        self._ladder.feed(self.study, self.space)
+        fail_stale(self.study)  # trials of searches that died (other hosts): stepped over
+        with self.lock:  # the next guided start, queued once whichever host feeds it
+            self._ladder.feed(self.study, self.space)
         trial = self.study.ask()
+        with beating(self.study, trial._trial_id):
+            self._run_trial(trial, limit, budget_cut=budget_cut)
+
+    def _run_trial(self, trial: optuna.Trial, limit: float, *, budget_cut: bool) -> None:
+        s = self.settings
         records.write_owner(trial)
         try:
             config = self.space.suggest(trial)
@@ -330,7 +376,9 @@ class Search:
                 f"study {s.study_name!r} was made with another search space ({exc}); pass another "
                 "--study-name, or the space it was made with"
             ) from None
-        records.write_config(trial, config)
+        with self.lock:  # whoever writes a config second finds the first one running it
+            records.write_config(trial, config)
+            twin = running_twin(self.study, trial.number, config)
         self.listener.trial_started(trial.number, config, limit)
         # The starts (baseline, recipe, follow-ups) are measured to the end: every ratio and
         # the search's direction depend on them.
@@ -348,6 +396,10 @@ class Search:
                 prune(f"pruned after {len(rates)} window(s): "
                       f"{statistics.median(rates):.4g}/s is clearly below the best so far")
 
+        if twin is not None:
+            # Another search measures this config now: its result is this one's (the objective
+            # reuses it), unless it fails, and then this one measures it.
+            wait_finished(self.study, [twin], timeout=limit, stop=lambda: self._signal is not None)
         outcome = self.objective(trial.number, config, limit=limit, on_event=on_event)
         result = outcome.result
         if outcome.duplicate_of is not None:
@@ -359,6 +411,8 @@ class Search:
         # FAIL (it says nothing about the config, and a fixed adapter re-runs it), then stop.
         broken = bool(result.contract_error) and role == records.BASELINE
         self._tell(trial, result, budget_cut=budget_cut, says_nothing=broken)
+        if records.read_confirmation(self.study) is not None:
+            records.write_confirmation(self.study, None)  # stale: the study has a new trial
         if role and role != records.BASELINE and s.guided:
             recs = records.read_records(self.study)
             done = next(r for r in recs if r.number == trial.number)
@@ -379,7 +433,10 @@ class Search:
 
     def _tell(self, trial: optuna.Trial, result: TrialResult, *, budget_cut: bool,
               says_nothing: bool = False) -> None:
-        records.write_result(trial, result)
+        try:
+            records.write_result(trial, result)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            return  # another search failed it: its heartbeat was late (a slow or cut network)
         if result.status is Status.PRUNED:
             self.study.tell(trial, state=TrialState.PRUNED)
         elif result.status is Status.OK:
