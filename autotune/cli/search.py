@@ -35,7 +35,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="Optuna study name (default: the adapter file's name)")
     search.add_argument("--storage", default=None,
                         help="Optuna storage URL, a SQLite .db file, or a journal file other "
-                        "processes may share (default: OUT/study.db)")
+                        "processes may share (default: OUT/study.db); postgresql://USER:PASSWORD"
+                        "@HOST:PORT/DB for searches on several hosts sharing one study")
+    search.add_argument("--heartbeat-interval", type=positive(int), default=10,
+                        help="with a database server, each running trial records a heartbeat "
+                        "this often, in seconds (default 10)")
+    search.add_argument("--grace-period", type=positive(int), default=60,
+                        help="with a database server, a running trial with no heartbeat for this "
+                        "many seconds is failed by the other searches: its host died (default 60)")
     search.add_argument("--out", type=Path, default=None,
                         help="output folder (default: results/STUDY_NAME)")
     search.add_argument("--seed", type=seed, default=None, help="sampler seed (0 to 2**32 - 1)")
@@ -84,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     from autotune.study.runner import SubprocessRunner
     from autotune.study.search import Interrupted, Search, SearchSettings
     from autotune.study.space import find_space, load_space
-    from autotune.study.storage import default_storage_url
+    from autotune.study.storage import Heartbeat, default_storage_url
 
     import optuna
 
@@ -102,6 +109,9 @@ def run(args: argparse.Namespace) -> int:
                         ("--search-tolerance", args.search_tolerance)):
         if value >= 1:
             raise InputError(f"{flag} {value}: must be a fraction below 1, e.g. 0.02")
+    if args.grace_period <= args.heartbeat_interval:
+        raise InputError(f"--grace-period {args.grace_period}: must be longer than "
+                         f"--heartbeat-interval {args.heartbeat_interval}, e.g. 6 times it")
     study_name = args.study_name or args.adapter.stem
     out = args.out or Path("results") / study_name
     check_writable(out)
@@ -128,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
         prune=not args.no_prune,
         cpus=cpus,
         nproc_per_node=nproc,
+        heartbeat=Heartbeat(interval=args.heartbeat_interval, grace=args.grace_period),
     )
     display = RichDisplay()
     cache = out / "compile-cache"
@@ -153,6 +164,12 @@ def run(args: argparse.Namespace) -> int:
         from autotune.outputs.show import show
 
         show(out, console=display.console)
+    if search.confirmed_by is not None:
+        held = search.confirmed_by
+        display.console.print(
+            f"confirmation of the study's {held.done} finished trials: "
+            f"{'done' if held.state == 'finished' else 'taken'} by another search "
+            f"({held.describe()}), whose --out holds the confirmed best.yaml")
     if winner is None:
         return 1
     if winner.record.config is not None:
