@@ -28,7 +28,7 @@ from optuna.trial import TrialState
 
 from autotune.contract.config import TrainConfig
 from autotune.study import records
-from autotune.study.storage import fail_stale
+from autotune.study.storage import backend, fail_stale
 
 __all__ = ["Claim", "StudyLock", "claim_confirmation", "end_confirmation", "running_twin",
            "wait_finished"]
@@ -50,7 +50,7 @@ class StudyLock:
 
     @contextmanager
     def _held(self) -> Iterator[None]:
-        storage = self.study._storage
+        storage = backend(self.study)
         if isinstance(storage, RDBStorage) and storage.engine.dialect.name == "postgresql":
             import sqlalchemy
 

@@ -52,7 +52,14 @@ from autotune.study.pruning import IncumbentPruner
 from autotune.study.runner import Runner
 from autotune.study.searchspace import SearchSpace
 from autotune.study.starts import Ladder, enqueue, follow_ups, initial_starts
-from autotune.study.storage import Heartbeat, absolute_storage, beating, fail_stale, open_storage
+from autotune.study.storage import (
+    Heartbeat,
+    absolute_storage,
+    ask,
+    beating,
+    fail_stale,
+    open_storage,
+)
 from autotune.study.winner import Winner, best_and_baseline, pick_winner
 
 __all__ = ["Interrupted", "Search", "SearchListener", "SearchSettings"]
@@ -361,7 +368,7 @@ class Search:
         fail_stale(self.study)  # trials of searches that died (other hosts): stepped over
         with self.lock:  # the next guided start, queued once whichever host feeds it
             self._ladder.feed(self.study, self.space)
-        trial = self.study.ask()
+        trial = ask(self.study)
         with beating(self.study, trial._trial_id):
             self._run_trial(trial, limit, budget_cut=budget_cut)
 

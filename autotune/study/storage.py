@@ -9,6 +9,7 @@ its search was killed) is failed by whichever search looks next: the others step
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import random
 import socket
 import threading
@@ -26,8 +27,8 @@ from autotune.contract.errors import InputError
 from autotune.contract.result import Status, TrialResult
 from autotune.study import records
 
-__all__ = ["Heartbeat", "absolute_storage", "beating", "default_storage_url", "fail_stale",
-           "open_storage", "shown"]
+__all__ = ["Heartbeat", "absolute_storage", "ask", "backend", "beating", "default_storage_url",
+           "fail_stale", "open_storage", "shown"]
 
 _SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 # Seconds to wait for a database server to answer a connection (libpq's connect_timeout):
@@ -95,7 +96,7 @@ def open_storage(spec: str, heartbeat: Heartbeat | None = None) -> BaseStorage:
         return JournalStorage(JournalFileBackend(str(path)))
     except ImportError as exc:
         missing = getattr(exc.__cause__, "name", None) or getattr(exc, "name", None) or "?"
-        package = "psycopg2-binary" if missing == "psycopg2" else missing
+        package = "psycopg2-binary" if missing.startswith("psycopg") else missing
         raise InputError(
             f"--storage {shown(spec)}: its database driver {missing!r} is not installed; "
             f"pip install {package}"
@@ -121,8 +122,17 @@ def _open_server(url: str, heartbeat: Heartbeat) -> RDBStorage:
     import sqlalchemy
 
     engine_kwargs: dict[str, object] = {"pool_pre_ping": True}  # a search outlives idle timeouts
-    if sqlalchemy.engine.make_url(url).get_backend_name() == "postgresql":
+    parsed = sqlalchemy.engine.make_url(url)
+    if parsed.get_backend_name() == "postgresql":
         engine_kwargs["connect_args"] = {"connect_timeout": _CONNECT_TIMEOUT}
+        if parsed.drivername == "postgresql":
+            # SQLAlchemy 2.1 reads a plain postgresql:// with psycopg (3), 2.0 with psycopg2:
+            # take whichever of the two is installed.
+            driver = next((d for d in ("psycopg", "psycopg2") if importlib.util.find_spec(d)),
+                          None)
+            if driver is not None:
+                url = parsed.set(drivername=f"postgresql+{driver}").render_as_string(
+                    hide_password=False)
     for attempt in range(3):
         try:
             with warnings.catch_warnings():
@@ -140,11 +150,27 @@ def _open_server(url: str, heartbeat: Heartbeat) -> RDBStorage:
     raise AssertionError("not reached")
 
 
+def backend(study: optuna.Study) -> BaseStorage:
+    """The study's storage itself: Optuna wraps an RDBStorage in a cache."""
+    storage = study._storage
+    if isinstance(storage, optuna.storages._CachedStorage):
+        return storage._backend
+    return storage
+
+
+def ask(study: optuna.Study) -> optuna.Trial:
+    """`study.ask()`, without Optuna's warning that heartbeats belong to `study.optimize`: the
+    search's own loop records them (`beating`)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Heartbeat of storage is supposed", UserWarning)
+        return study.ask()
+
+
 @contextmanager
 def beating(study: optuna.Study, trial_id: int) -> Iterator[None]:
     """Record the trial's heartbeat every interval while the block runs (a server database
     only). Optuna beats only inside `study.optimize`; an ask-and-tell loop beats itself."""
-    storage = study._storage
+    storage = backend(study)
     interval = storage.get_heartbeat_interval() if isinstance(storage, RDBStorage) else None
     if interval is None:
         yield
@@ -177,7 +203,7 @@ def fail_stale(study: optuna.Study) -> list[int]:
     What `optuna.storages.fail_stale_trials` does, in the other order: Optuna refuses user
     attributes on a finished trial, so the result is written first, then the state.
     """
-    storage = study._storage
+    storage = backend(study)
     interval = storage.get_heartbeat_interval() if isinstance(storage, RDBStorage) else None
     if interval is None:
         return []
