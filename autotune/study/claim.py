@@ -28,10 +28,12 @@ from optuna.trial import TrialState
 
 from autotune.contract.config import TrainConfig
 from autotune.study import records
+from autotune.study.searchspace import SearchSpace
+from autotune.study.starts import enqueue
 from autotune.study.storage import backend, fail_stale
 
 __all__ = ["Claim", "StudyLock", "claim_confirmation", "end_confirmation", "running_twin",
-           "wait_finished"]
+           "step_over", "wait_finished"]
 
 _CLAIM = "autotune:confirmation"
 """The study system attribute naming who confirms, for which finished trials."""
@@ -86,15 +88,25 @@ def running_twin(study: optuna.Study, number: int, config: TrainConfig) -> int |
     return None
 
 
+def step_over(study: optuna.Study, lock: StudyLock, space: SearchSpace) -> None:
+    """Fail the trials of searches that died (their heartbeat stopped); a start among them (the
+    baseline, the recipe, a follow-up) is queued again, once: the study needs it measured."""
+    for record in fail_stale(study):
+        if record.role and record.config is not None:
+            with lock:
+                enqueue(study, space, [(record.role, record.config)])
+
+
 def wait_finished(study: optuna.Study, numbers: list[int] | None, *, timeout: float,
-                  stop: Callable[[], bool] = lambda: False, poll: float = 1.0) -> bool:
+                  recover: Callable[[], object], stop: Callable[[], bool] = lambda: False,
+                  poll: float = 1.0) -> bool:
     """Wait until none of these trials (None: of those running now) runs any more (finished, or
-    failed by the heartbeat check: `fail_stale` runs at each poll), at most `timeout` seconds or
+    failed by the heartbeat check `recover()`, run at each poll), at most `timeout` seconds or
     until `stop()`; whether they did."""
     deadline = time.monotonic() + timeout
     wanted = None if numbers is None else set(numbers)
     while not stop():
-        fail_stale(study)
+        recover()
         running = {t.number for t in study.get_trials(deepcopy=False,
                                                       states=(TrialState.RUNNING,))}
         if wanted is None:

@@ -37,6 +37,7 @@ from autotune.study.claim import (
     claim_confirmation,
     end_confirmation,
     running_twin,
+    step_over,
     wait_finished,
 )
 from autotune.study.confirm import (
@@ -57,7 +58,6 @@ from autotune.study.storage import (
     absolute_storage,
     ask,
     beating,
-    fail_stale,
     open_storage,
 )
 from autotune.study.winner import Winner, best_and_baseline, pick_winner
@@ -331,7 +331,8 @@ class Search:
         # Searches sharing the study end their running trials first, and the last to end
         # confirms: a dead one's trial is failed by the heartbeat check meanwhile.
         wait = s.trial_timeout + s.heartbeat.grace + 30.0
-        wait_finished(self.study, None, stop=lambda: self._signal is not None,
+        wait_finished(self.study, None, recover=self._step_over,
+                      stop=lambda: self._signal is not None,
                       timeout=wait if deadline is None else min(wait, deadline - self.clock()))
         cands = self._candidates()
         if not any(not c.baseline for c in cands) or self._signal is not None:
@@ -364,8 +365,11 @@ class Search:
         finally:
             end_confirmation(self.study, self.lock, finished=finished)
 
+    def _step_over(self) -> None:
+        step_over(self.study, self.lock, self.space)  # trials of searches that died (hosts)
+
     def _one_trial(self, limit: float, *, budget_cut: bool) -> None:
-        fail_stale(self.study)  # trials of searches that died (other hosts): stepped over
+        self._step_over()
         with self.lock:  # the next guided start, queued once whichever host feeds it
             self._ladder.feed(self.study, self.space)
         trial = ask(self.study)
@@ -406,7 +410,8 @@ class Search:
         if twin is not None:
             # Another search measures this config now: its result is this one's (the objective
             # reuses it), unless it fails, and then this one measures it.
-            wait_finished(self.study, [twin], timeout=limit, stop=lambda: self._signal is not None)
+            wait_finished(self.study, [twin], timeout=limit, recover=self._step_over,
+                          stop=lambda: self._signal is not None)
         outcome = self.objective(trial.number, config, limit=limit, on_event=on_event)
         result = outcome.result
         if outcome.duplicate_of is not None:

@@ -196,9 +196,9 @@ def beating(study: optuna.Study, trial_id: int) -> Iterator[None]:
         thread.join()
 
 
-def fail_stale(study: optuna.Study) -> list[int]:
+def fail_stale(study: optuna.Study) -> list[records.TrialRecord]:
     """Fail the running trials whose heartbeat stopped, each with an `interrupted` result that
-    says why; returns their numbers.
+    says why; returns them as they were (role and config).
 
     What `optuna.storages.fail_stale_trials` does, in the other order: Optuna refuses user
     attributes on a finished trial, so the result is written first, then the state.
@@ -210,8 +210,8 @@ def fail_stale(study: optuna.Study) -> list[int]:
     grace = storage.grace_period or 2 * interval  # Optuna's default
     failed = []
     for trial_id in storage._get_stale_trial_ids(study._study_id):
-        trial = storage.get_trial(trial_id)
-        owner = records.TrialRecord.from_trial(trial).owner or {}
+        record = records.TrialRecord.from_trial(storage.get_trial(trial_id))
+        owner = record.owner or {}
         result = TrialResult(status=Status.INTERRUPTED, reason=(
             f"its search (host {owner.get('host', '?')}, pid {owner.get('pid', '?')}) stopped "
             f"sending heartbeats for over {grace} s, found by "
@@ -220,5 +220,5 @@ def fail_stale(study: optuna.Study) -> list[int]:
             records.fail_stale(study, trial_id, result)
         except optuna.exceptions.UpdateFinishedTrialError:
             continue  # another search failed it first, or it finished meanwhile
-        failed.append(trial.number)
+        failed.append(record)
     return failed

@@ -54,22 +54,6 @@ def together(n: int, work: Callable[[int], object]) -> list[object]:
     return results
 
 
-def test_the_study_lock_excludes_the_other_searches(postgres_url: str) -> None:
-    studies = [open_study(postgres_url) for _ in range(3)]
-    spans: list[tuple[float, float]] = []
-
-    def hold(i: int) -> None:
-        with StudyLock(studies[i], postgres_url):
-            start = time.monotonic()
-            time.sleep(0.2)
-            spans.append((start, time.monotonic()))
-
-    together(3, hold)
-    spans.sort()
-    assert len(spans) == 3
-    assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:])), spans
-
-
 def test_searches_starting_together_enqueue_the_baseline_once(postgres_url: str) -> None:
     class Tiny(Adapter):
         batch_size = 8
@@ -135,7 +119,7 @@ def test_a_trial_whose_heartbeat_stopped_is_failed_saying_why(postgres_url: str)
         assert fail_stale(study) == []  # not yet: within the grace period
         time.sleep(FAST.grace + 1.5)
         other = open_study(postgres_url)  # another search finds it
-        assert fail_stale(other) == [dead.number]
+        assert [r.number for r in fail_stale(other)] == [dead.number]
         assert fail_stale(other) == []  # once
     by_number = {r.number: r for r in records.read_records(study)}
     failed = by_number[dead.number]
