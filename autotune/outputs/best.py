@@ -13,6 +13,7 @@ from autotune.contract.noise import spread_warning
 from autotune.contract.result import Fingerprint, TrialResult
 from autotune.study.records import StudyInfo
 from autotune.study.lead import DISAGREE, disagreement, evidence
+from autotune.study.storage import shown
 from autotune.study.winner import Winner
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
             "adapter": str(settings.adapter),
             "space": info.space if info else None,
             "study_name": settings.study_name,
-            "storage": settings.storage,
+            "storage": shown(settings.storage),  # a database URL without its password
         },
     }
 

@@ -21,6 +21,7 @@ from autotune.contract.phases import Phase
 from autotune.contract.result import Status, TrialResult
 from autotune.outputs.best import winner_phrases
 from autotune.study.confirm import Candidate
+from autotune.study.storage import shown
 from autotune.study.winner import Winner
 
 __all__ = ["QuietListener", "RichDisplay", "make_console"]
@@ -111,7 +112,7 @@ class RichDisplay:
         self.console.print(
             f"[bold]autotune search[/] adapter={settings.adapter} device={settings.device} "
             f"study={settings.study_name!r} ({done} trial(s) done before)\n"
-            f"  outputs in {settings.out}/ · storage {settings.storage}"
+            f"  outputs in {settings.out}/ · storage {shown(settings.storage)}"
         )
         if not self.plain:
             self.live = Live(self, console=self.console, refresh_per_second=4, transient=True)

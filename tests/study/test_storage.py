@@ -3,14 +3,23 @@ several searches can share; named the same from any working directory."""
 
 from __future__ import annotations
 
+import importlib.util
+import socket
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
 from optuna.storages import JournalStorage, RDBStorage
 
 from autotune import InputError
-from autotune.study.storage import absolute_storage, default_storage_url, open_storage
+from autotune.study.storage import (
+    Heartbeat,
+    absolute_storage,
+    default_storage_url,
+    open_storage,
+    shown,
+)
 
 
 def test_default_storage_is_an_absolute_sqlite_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -60,3 +69,48 @@ def test_any_other_file_is_a_journal_several_searches_share(tmp_path: Path) -> N
 def test_a_storage_that_cannot_be_opened_is_bad_input(spec: str) -> None:
     with pytest.raises(InputError, match=r"^--storage .*: cannot open it"):
         open_storage(spec)
+
+
+# -- a database server ----------------------------------------------------------------------------
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # nothing listens there once it is closed
+
+
+def test_an_unreachable_server_is_bad_input_without_the_password() -> None:
+    url = f"postgresql://me:s3cret@127.0.0.1:{closed_port()}/autotune"
+    with pytest.raises(InputError, match=r"^--storage postgresql://me:\*\*\*@127\.0\.0\.1:\d+/"
+                       r"autotune: cannot open it .*that the server runs") as caught:
+        open_storage(url)
+    assert "s3cret" not in str(caught.value)
+
+
+def test_a_missing_driver_says_what_to_install() -> None:
+    if importlib.util.find_spec("pg8000") is not None:
+        pytest.skip("pg8000 is installed: no missing driver to show")
+    with pytest.raises(InputError, match=r"^--storage postgresql\+pg8000://me@127.0.0.1:1/db: its "
+                       r"database driver 'pg8000' is not installed; pip install pg8000$"):
+        open_storage("postgresql+pg8000://me@127.0.0.1:1/db")
+
+
+def test_a_database_that_does_not_exist_is_bad_input(postgres_server: Any) -> None:
+    url = postgres_server.url.rsplit("/", 1)[0] + "/no_such_database"
+    with pytest.raises(InputError, match=r'^--storage .*/no_such_database: cannot open it '
+                       r'.*"no_such_database" does not exist'):
+        open_storage(url)
+
+
+def test_a_server_study_records_heartbeats(postgres_url: str) -> None:
+    storage = open_storage(postgres_url, Heartbeat(interval=3, grace=20))
+    assert isinstance(storage, RDBStorage)
+    assert (storage.heartbeat_interval, storage.grace_period) == (3, 20)
+    assert shown(postgres_url) == postgres_url  # no password: shown as given
+
+
+@pytest.mark.parametrize(("interval", "grace"), [(0, 5), (5, 5)])
+def test_a_heartbeat_needs_a_grace_longer_than_its_interval(interval: int, grace: int) -> None:
+    with pytest.raises(ValueError, match="grace > interval"):
+        Heartbeat(interval=interval, grace=grace)
