@@ -122,7 +122,8 @@ def test_two_hosts_one_killed_mid_trial_and_a_late_one(postgres_url: str, tmp_pa
     assert dead.status is Status.INTERRUPTED and dead.result is not None
     assert "stopped sending heartbeats" in dead.result.reason
     # Host b finished the study; no config was measured twice.
-    finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+    finished = [t for t in trials if t.search and t.state in (TrialState.COMPLETE,
+                                                              TrialState.PRUNED)]
     assert len(finished) >= TRIALS
     assert {t.owner["pid"] for t in finished if t.owner} == {pids["b"]}
     measured = [t.config for t in finished if t.duplicate_of is None]
