@@ -88,6 +88,8 @@ def estimate_seconds(cands: Sequence[Candidate], repeats: int, *,
                 + extra_measure_seconds)
 
     leaders = sorted((c for c in cands if not c.baseline), key=lambda c: -c.search_throughput)[:2]
+    if not leaders:
+        return 0.0  # the baseline alone is never confirmed: nothing to hold back yet
     return sum(map(cost, cands)) + (repeats - 1) * sum(map(cost, leaders))
 
 

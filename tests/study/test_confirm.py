@@ -127,6 +127,9 @@ def test_estimate_seconds(trials: list[TrialRecord]) -> None:
     compiled = [c.__class__(**{**c.__dict__, "compile_seconds": 4.0}) for c in cands]
     assert estimate_seconds(compiled, 1) == sum(run) - 3 * 4.0
     assert estimate_seconds([], 3) == 0.0
+    # The baseline alone is never confirmed: no time is held back for it (a short budget
+    # would otherwise end the search after its first trial).
+    assert estimate_seconds([c for c in cands if c.baseline], 3) == 0.0
 
 
 # -- run_confirmation with a scripted runner -----------------------------------------------------------
