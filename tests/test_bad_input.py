@@ -115,6 +115,8 @@ BAD_FLAGS = {
     "confirm-negative": (("--confirm", "-1"), ("--confirm -1", "must be 0 (no confirmation) or more")),
     "tolerance-above-1": (("--tolerance", "2"), ("--tolerance 2", "a fraction below 1")),
     "confirm-repeats-zero": (("--confirm-repeats", "0"), ("--confirm-repeats", "must be greater than 0")),
+    "grace-within-heartbeat": (("--heartbeat-interval", "10", "--grace-period", "5"),
+                               ("--grace-period 5", "longer than --heartbeat-interval 10")),
 }
 
 
@@ -164,7 +166,8 @@ def test_out_under_proc_exits_1(tmp_path: Path) -> None:
     ("storage", "fragments"),
     [
         ("sqlite:////nonexistent_dir/x.db", ("unable to open database file", "check the URL")),
-        ("postgresql://nohost:1/db", ("give a SQLite file (study.db), a journal file (study.log)",)),
+        # (psycopg2-binary is in the test extra: the driver is there, the host is not)
+        ("postgresql://nohost:1/db", ("nohost", "check the URL", "that the server runs")),
     ],
     ids=["sqlite-in-missing-folder", "postgresql-unreachable"],
 )

@@ -43,12 +43,14 @@ _LOCAL = threading.Lock()
 
 
 class StudyLock:
-    """`with lock:` excludes every other search of the same study while the block runs."""
+    """`with lock:` excludes every other search of the same study while the block runs (and
+    every other thread of this one: each holds its own)."""
 
     def __init__(self, study: optuna.Study, spec: str) -> None:
         self.study = study
         self.spec = spec
         """The storage as given: a journal file's lock file lies beside it."""
+        self._held_here = threading.local()
 
     @contextmanager
     def _held(self) -> Iterator[None]:
@@ -72,11 +74,12 @@ class StudyLock:
                 yield
 
     def __enter__(self) -> None:
-        self._context = self._held()
-        self._context.__enter__()
+        context = self._held()
+        context.__enter__()
+        self._held_here.context = context
 
     def __exit__(self, *exc: Any) -> None:
-        self._context.__exit__(*exc)
+        self._held_here.context.__exit__(*exc)
 
 
 def running_twin(study: optuna.Study, number: int, config: TrainConfig) -> int | None:
@@ -131,7 +134,7 @@ class Claim:
     """"running", "finished", or "abandoned" (interrupted: anyone may take it)."""
     until: float
     """Wall-clock time (epoch seconds) after which a running claim is free to take: its
-    confirmation would have ended by then, had its search lived."""
+    confirmation would have ended by then, had its search lived (hosts' clocks agree: NTP)."""
 
     def describe(self) -> str:
         return f"host {self.host}, pid {self.pid}"

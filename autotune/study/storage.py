@@ -98,8 +98,8 @@ def open_storage(spec: str, heartbeat: Heartbeat | None = None) -> BaseStorage:
         missing = getattr(exc.__cause__, "name", None) or getattr(exc, "name", None) or "?"
         package = "psycopg2-binary" if missing.startswith("psycopg") else missing
         raise InputError(
-            f"--storage {shown(spec)}: its database driver {missing!r} is not installed; "
-            f"pip install {package}"
+            f"--storage {shown(spec)}: cannot open it: its database driver {missing!r} is not "
+            f"installed; pip install {package}"
         ) from None
     except (OSError, ValueError, optuna.exceptions.StorageInternalError) as exc:
         raise InputError(

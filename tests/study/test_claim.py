@@ -54,6 +54,22 @@ def together(n: int, work: Callable[[int], object]) -> list[object]:
     return results
 
 
+def test_threads_of_one_search_share_its_lock(postgres_url: str) -> None:
+    lock = StudyLock(open_study(postgres_url), postgres_url)  # one search, trials in threads
+    spans: list[tuple[float, float]] = []
+
+    def hold(i: int) -> None:
+        with lock:
+            start = time.monotonic()
+            time.sleep(0.1)
+            spans.append((start, time.monotonic()))
+
+    together(3, hold)
+    spans.sort()
+    assert len(spans) == 3
+    assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:])), spans
+
+
 def test_searches_starting_together_enqueue_the_baseline_once(postgres_url: str) -> None:
     class Tiny(Adapter):
         batch_size = 8

@@ -91,8 +91,9 @@ def test_an_unreachable_server_is_bad_input_without_the_password() -> None:
 def test_a_missing_driver_says_what_to_install() -> None:
     if importlib.util.find_spec("pg8000") is not None:
         pytest.skip("pg8000 is installed: no missing driver to show")
-    with pytest.raises(InputError, match=r"^--storage postgresql\+pg8000://me@127.0.0.1:1/db: its "
-                       r"database driver 'pg8000' is not installed; pip install pg8000$"):
+    with pytest.raises(InputError, match=r"^--storage postgresql\+pg8000://me@127.0.0.1:1/db: "
+                       r"cannot open it: its database driver 'pg8000' is not installed; "
+                       r"pip install pg8000$"):
         open_storage("postgresql+pg8000://me@127.0.0.1:1/db")
 
 
