@@ -34,9 +34,11 @@ def replot(folder: Path) -> Path:
                           median=c.get("median"), spread=c.get("spread"), statuses=())
         for c in best.get("confirmation") or ()]
     winner = (best.get("measurement") or {}).get("trial")
+    verdict = (best.get("decision") or {}).get("verdict")
+    standing = f"confidence {best['confidence']}: {verdict}" if best.get("confidence") else ""
     path = folder / "throughput.png"
     save_plot(plot_data(rows, unit=rows[0].get("unit") or "items", confirmation=confirmation,
-                        winner=winner), path)
+                        winner=winner, standing=standing), path)
     return path
 
 

@@ -56,21 +56,24 @@ def title(data: PlotData) -> str:
     """The figure's headline: the winner, its rate and its ratio to the baseline (said not to
     be confirmed when the baseline's own runs disagree)."""
     ran = sum(1 for p in data.points if p.status == "ok")
-    text = f"{len(data.points)} trials, {ran} ran ok"
+    text = f"{len(data.points) + data.copies} trials, {ran} ran ok"
+    if data.copies:
+        text += f" ({data.copies} more repeated an earlier config: not drawn)"
     win = next((p for p in data.points if p.number == data.winner), None)
     if win is None or win.throughput is None:
         return text
     confirmed = next((c for c in data.confirmed if c.winner and c.median), None)
     value = confirmed.median if confirmed else win.throughput
     how = "median of its confirmation runs" if confirmed else "search measurement"
-    text += f" · winner: trial {win.number}, {human(value)} {data.unit}/s ({how})"
+    text += f"\nwinner: trial {win.number}, {human(value)} {data.unit}/s ({how})"
     base_runs = next((c for c in data.confirmed if c.baseline and c.median), None)
     base = base_runs.median if confirmed and base_runs else \
         (data.baseline[1] if data.baseline and not confirmed else None)
+    if base and data.baseline:
+        text += f", {value / base:.2f}x the baseline (trial {data.baseline[0]})"
     if data.standing:
         text += f" · {data.standing}"
     if base and data.baseline:
-        text += f", {value / base:.2f}x the baseline (trial {data.baseline[0]})"
         runs = base_runs.runs if confirmed and base_runs else ()
         if data.ratio_note:
             text += f"\n{data.ratio_note}"
@@ -147,14 +150,18 @@ def _confirmation(ax: Any, data: PlotData) -> None:
         if c.median:
             ax.hlines(c.median, i - 0.25, i + 0.25, color="black", linewidth=1.5,
                       label="median" if i == 0 else None)
+        if c.failed:  # a run that did not end ok: at the bottom, like a failed trial
+            ax.scatter([i] * c.failed, [0] * c.failed, marker="x", color="tab:red", zorder=4,
+                       clip_on=False, label="run not ok" if not any(
+                           d.failed for d in data.confirmed[:i]) else None)
         ax.scatter([i + 0.3], [c.search], marker="D", s=28, facecolors="none",
                    edgecolors="tab:gray", zorder=3, label="search measured" if i == 0 else None)
         if c.spread is not None:
             ax.annotate(f"spread {c.spread:.0%}", (i, max(c.runs)), fontsize=7, ha="center",
                         xytext=(0, 6), textcoords="offset points")
     ax.set_xticks(range(len(data.confirmed)),
-                  [f"trial {c.trial}" + ("\nwinner" if c.winner else "\nbaseline" if c.baseline
-                                         else "") for c in data.confirmed], fontsize=8)
+                  [f"trial {c.trial}\n" + ", ".join(["winner"] * c.winner + ["baseline"] * c.baseline)
+                   for c in data.confirmed], fontsize=8)
     ax.set_xlim(-0.6, len(data.confirmed) - 0.4)
     top = max((v for c in data.confirmed for v in (*c.runs, c.search)), default=1.0)
     ax.set_ylim(0, 1.12 * top)  # room for the spread labels

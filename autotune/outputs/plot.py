@@ -18,6 +18,9 @@ from autotune.study.records import ConfirmationEntry
 
 __all__ = ["Confirmed", "PlotData", "Point", "plot_data", "search_clock"]
 
+DUPLICATE = "same config as trial"
+"""How a trial row that copied an earlier trial's result begins its reason (table.py): it
+measured nothing, so it is no point of its own."""
 RESUME_GAP = 60.0
 """Seconds without a running trial taken as a break (a resumed study): the clock skips it."""
 
@@ -54,6 +57,8 @@ class Confirmed:
     search: float
     baseline: bool
     winner: bool
+    failed: int = 0
+    """Runs that did not end ok (timeout, crash, ...)."""
 
     @property
     def spread(self) -> float | None:
@@ -67,7 +72,8 @@ class Confirmed:
 class PlotData:
     unit: str
     points: tuple[Point, ...]
-    """Every trial that ran or failed, by trial number (running ones left out)."""
+    """Every trial that ran or failed, by trial number (running ones and copies of an earlier
+    trial's result left out)."""
     best_so_far: tuple[tuple[float, float], ...]
     """(seconds, best throughput of an ok trial so far), one per ok trial."""
     baseline: tuple[int, float] | None
@@ -84,6 +90,8 @@ class PlotData:
     standing: str = ""
     """How sure the study is of its winner, as best.yaml says ("confidence low: tie within
     noise"); "" when not told."""
+    copies: int = 0
+    """Trials that copied an earlier trial's result (same config): counted, not drawn."""
     ratio_note: str | None = None
     """Why the ratio to the baseline is not confirmed, as best.yaml says; None: judged here
     from the baseline's confirmation runs."""
@@ -124,11 +132,14 @@ def plot_data(rows: Sequence[Mapping[str, Any]], *, unit: str,
     `standing` and `ratio_note`: what best.yaml says of it and of its ratio to the baseline."""
     rows = sorted(rows, key=lambda r: int(r["number"]))
     points: list[Point] = []
-    summed = 0.0
+    summed, copies = 0.0, 0
     device_memory = any(_num(r.get("peak_allocated_mb")) for r in rows)
     for r in rows:
         status = str(r.get("status") or "")
         if status in ("", "running"):
+            continue
+        if str(r.get("reason") or "").startswith(DUPLICATE):
+            copies += 1
             continue
         summed += _num(r.get("duration_seconds")) or 0.0
         seconds = ends.get(int(r["number"])) if ends is not None else summed
@@ -150,13 +161,14 @@ def plot_data(rows: Sequence[Mapping[str, Any]], *, unit: str,
                  if p.baseline and p.status == "ok" and p.throughput), None)
     confirmed = tuple(
         Confirmed(trial=c.trial, runs=tuple(c.throughputs), median=c.median,
-                  search=c.search_throughput, baseline=c.baseline, winner=c.trial == winner)
+                  search=c.search_throughput, baseline=c.baseline, winner=c.trial == winner,
+                  failed=sum(1 for status in c.statuses if status != "ok"))
         for c in confirmation or ())
     return PlotData(unit=unit, points=tuple(points), best_so_far=tuple(best),
                     baseline=base, winner=winner, confirmed=confirmed, resumes=tuple(resumes),
                     clock="wall-clock" if ends is not None else "trial durations",
                     memory="peak allocated" if device_memory else "peak RSS (host)",
-                    standing=standing, ratio_note=ratio_note)
+                    standing=standing, ratio_note=ratio_note, copies=copies)
 
 
 def _num(value: Any) -> float | None:

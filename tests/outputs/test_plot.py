@@ -57,6 +57,14 @@ def test_points_follow_the_trials_in_order_without_running_or_untold_ones() -> N
     assert data.best_so_far == ((10.0, 100.0), (30.0, 250.0), (45.0, 250.0))
 
 
+def test_a_copy_of_an_earlier_trials_result_is_no_point_of_its_own() -> None:
+    rows = [row(0, "ok", 100.0), {**row(1, "ok", 100.0), "reason": "same config as trial 0: "
+                                  "not re-run"}]
+    data = plot_data(rows, unit="samples")
+    assert [p.number for p in data.points] == [0] and data.copies == 1
+    assert title(data).startswith("2 trials, 1 ran ok (1 more repeated an earlier config")
+
+
 def test_the_baseline_keeps_its_real_trial_number() -> None:
     # After a resume the baseline need not be trial 0.
     rows = [row(0, "error"), row(1, "ok", 90.0), row(2, "ok", 120.0, baseline=True)]
@@ -91,6 +99,10 @@ def test_the_winner_and_the_confirmation_runs() -> None:
     assert [(c.trial, c.winner, c.baseline) for c in data.confirmed] == [
         (3, True, False), (1, False, False), (0, False, True)]
     assert data.confirmed[0].runs == (200.0, 170.0)
+    timed_out = ConfirmationEntry(trial=0, baseline=True, search_throughput=1.0,
+                                  throughputs=(1.0,), median=1.0, spread=None,
+                                  statuses=("ok", "timeout"))
+    assert plot_data(ROWS, unit="samples", confirmation=[timed_out]).confirmed[0].failed == 1
     assert data.confirmed[1].spread == pytest.approx(90.0 / 195.0)
     assert Confirmed(trial=0, runs=(5.0,), median=5.0, search=5.0, baseline=False,
                      winner=False).spread is None
@@ -99,7 +111,7 @@ def test_the_winner_and_the_confirmation_runs() -> None:
 def test_the_title_names_the_winner_and_its_ratio_unless_the_baseline_disagrees() -> None:
     agree = [entry(3, (200.0, 170.0), 185.0), entry(0, (99.0, 101.0), 100.0, baseline=True)]
     text = title(plot_data(ROWS, unit="samples", confirmation=agree, winner=3))
-    assert text == ("5 trials, 3 ran ok · winner: trial 3, 185 samples/s (median of its "
+    assert text == ("5 trials, 3 ran ok\nwinner: trial 3, 185 samples/s (median of its "
                     "confirmation runs), 1.85x the baseline (trial 0)")
     # The case: the baseline's runs read 55 and 2.8k.
     disagree = [entry(3, (6_900.0, 14_600.0), 10_750.0),
@@ -110,7 +122,8 @@ def test_the_title_names_the_winner_and_its_ratio_unless_the_baseline_disagrees(
     told = title(plot_data(ROWS, unit="samples", confirmation=disagree, winner=3,
                            standing="confidence low: tie within noise",
                            ratio_note="not confirmed: the baseline has no fresh run"))
-    assert "(median of its confirmation runs) · confidence low: tie within noise, " in told
+    assert "(median of its confirmation runs), 7.53x the baseline (trial 0) · confidence low: " \
+        "tie within noise\n" in told
     assert told.endswith("\nnot confirmed: the baseline has no fresh run")
     unconfirmed = title(plot_data(ROWS, unit="samples", winner=1))
     assert unconfirmed.endswith("trial 1, 250 samples/s (search measurement), 2.50x the "
