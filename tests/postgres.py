@@ -69,17 +69,17 @@ class Server:
         self.data = self.folder / "data"
         self.port = _free_port()
         self.log = self.folder / "server.log"
-        self._run("initdb", "-D", str(self.data), "-U", _USER, "--auth=trust", "-E", "UTF8",
-                  "--no-sync")
         # Durability is not under test: no fsync makes each commit cheap.
         options = (f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 "
                    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
                    "-c max_connections=200")
         try:
+            self._run("initdb", "-D", str(self.data), "-U", _USER, "--auth=trust", "-E", "UTF8",
+                      "--no-sync")
             self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options,
                       "-w", "-t", "60", "start")
         except Unavailable:
-            self.stop()
+            self.stop()  # and its folder goes
             raise
 
     def _run(self, tool: str, *args: str) -> None:
