@@ -33,7 +33,7 @@ from autotune.study.starts import enqueue
 from autotune.study.storage import backend, fail_stale
 
 __all__ = ["Claim", "StudyLock", "claim_confirmation", "end_confirmation", "running_twin",
-           "step_over", "wait_finished"]
+           "step_over", "take_over", "wait_finished"]
 
 _CLAIM = "autotune:confirmation"
 """The study system attribute naming who confirms, for which finished trials."""
@@ -85,19 +85,44 @@ class StudyLock:
 def running_twin(study: optuna.Study, number: int, config: TrainConfig) -> int | None:
     """Another running trial that measures `config` (call under the lock, after writing this
     trial's config: whoever writes second finds the first, never the other way round)."""
+    twin = _running_same(study, number, config)
+    return None if twin is None else twin.number
+
+
+def _running_same(study: optuna.Study, number: int, config: TrainConfig
+                  ) -> records.TrialRecord | None:
     for record in records.read_records(study, [TrialState.RUNNING]):
         if record.number != number and record.config == config:
-            return record.number
+            return record
     return None
 
 
 def step_over(study: optuna.Study, lock: StudyLock, space: SearchSpace) -> None:
     """Fail the trials of searches that died (their heartbeat stopped); a start among them (the
-    baseline, the recipe, a follow-up) is queued again, once: the study needs it measured."""
-    for record in fail_stale(study):
-        if record.role and record.config is not None:
-            with lock:
-                enqueue(study, space, [(record.role, record.config)])
+    baseline, the recipe, a follow-up) is queued again, once: the study needs it measured. A
+    trial without a role waiting for the failed one takes the role over instead (`take_over`).
+
+    Under the lock: a trial running the same config then wrote it (under the lock too) while
+    the failed one ran, so it is one waiting for it (`running_twin`)."""
+    with lock:
+        for record in fail_stale(study):
+            if record.role and record.config is not None:
+                waiting = _running_same(study, record.number, record.config)
+                if waiting is None or waiting.role:
+                    enqueue(study, space, [(record.role, record.config)])
+
+
+def take_over(study: optuna.Study, lock: StudyLock, trial: optuna.Trial, twin: int) -> None:
+    """After waiting for its twin: if the twin failed (its search died) holding a start's role,
+    `trial`, about to measure the same config, takes the role, so that the start (the baseline)
+    is a measured trial rather than a later copy of this one."""
+    failed = next((r for r in records.read_records(study, [TrialState.FAIL])
+                   if r.number == twin), None)
+    if failed is None or not failed.role or records.read_role(trial):
+        return
+    with lock:
+        if not records.role_taken(study, failed.role):
+            records.write_role(trial, failed.role)
 
 
 def wait_finished(study: optuna.Study, numbers: list[int] | None, *, timeout: float,

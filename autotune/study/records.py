@@ -162,6 +162,12 @@ def enqueue_config(study: optuna.Study, params: dict[str, Any], role: str) -> No
     study.enqueue_trial(params, user_attrs={_ROLE: role, "baseline": role == BASELINE})
 
 
+def write_role(trial: optuna.Trial, role: str) -> None:
+    """Give a running trial a start's role (it took over one whose search died)."""
+    trial.set_user_attr(_ROLE, role)
+    trial.set_user_attr("baseline", role == BASELINE)
+
+
 def role_taken(study: optuna.Study, role: str) -> bool:
     """Whether a trial of `role` is done, running or waiting."""
     live = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)

@@ -38,6 +38,7 @@ from autotune.study.claim import (
     end_confirmation,
     running_twin,
     step_over,
+    take_over,
     wait_finished,
 )
 from autotune.study.confirm import (
@@ -390,6 +391,12 @@ class Search:
         with self.lock:  # whoever writes a config second finds the first one running it
             records.write_config(trial, config)
             twin = running_twin(self.study, trial.number, config)
+        if twin is not None:
+            # Another search measures this config now: its result is this one's (the objective
+            # reuses it), unless it fails, and then this one measures it, in its role.
+            wait_finished(self.study, [twin], timeout=limit, recover=self._step_over,
+                          stop=lambda: self._signal is not None)
+            take_over(self.study, self.lock, trial, twin)
         self.listener.trial_started(trial.number, config, limit)
         # The starts (baseline, recipe, follow-ups) are measured to the end: every ratio and
         # the search's direction depend on them.
@@ -407,11 +414,6 @@ class Search:
                 prune(f"pruned after {len(rates)} window(s): "
                       f"{statistics.median(rates):.4g}/s is clearly below the best so far")
 
-        if twin is not None:
-            # Another search measures this config now: its result is this one's (the objective
-            # reuses it), unless it fails, and then this one measures it.
-            wait_finished(self.study, [twin], timeout=limit, recover=self._step_over,
-                          stop=lambda: self._signal is not None)
         outcome = self.objective(trial.number, config, limit=limit, on_event=on_event)
         result = outcome.result
         if outcome.duplicate_of is not None:

@@ -18,7 +18,15 @@ from optuna.trial import TrialState
 
 from autotune import Adapter, Status
 from autotune.study import records
-from autotune.study.claim import StudyLock, claim_confirmation, end_confirmation, read_claim
+from autotune.study.claim import (
+    StudyLock,
+    claim_confirmation,
+    end_confirmation,
+    read_claim,
+    running_twin,
+    step_over,
+    take_over,
+)
 from autotune.study.space import parse_space
 from autotune.study.starts import enqueue, initial_starts
 from autotune.study.storage import Heartbeat, ask, beating, fail_stale, open_storage
@@ -144,6 +152,39 @@ def test_a_trial_whose_heartbeat_stopped_is_failed_saying_why(postgres_url: str)
     assert "stopped sending heartbeats" in failed.result.reason
     assert f"host {socket.gethostname()}" in failed.result.reason
     assert by_number[live.number].state == TrialState.RUNNING  # it kept beating
+
+
+def test_a_start_whose_search_died_is_measured_again_once(postgres_url: str) -> None:
+    class Tiny(Adapter):
+        batch_size = 8
+
+    space = parse_space({"num_workers": {"choices": [0, 1]}, "batch_size": {"factors": [1, 2]}},
+                        source="test", adapter=Tiny, device_type="cpu", cpus=2)
+    starts = dict(initial_starts(space, Tiny, device="cpu", cpus=2))
+    study = open_study(postgres_url)
+    lock = StudyLock(study, postgres_url)
+    enqueue(study, space, list(starts.items()))
+    # A dead search held both starts; another search waits for the baseline's config (its twin).
+    dead = [ask(study), ask(study)]
+    for trial in dead:
+        role = records.read_role(trial)
+        records.write_config(trial, starts[role])
+        with beating(study, trial._trial_id):
+            pass
+    waiter = ask(study)
+    records.write_config(waiter, starts["baseline"])
+    assert running_twin(study, waiter.number, starts["baseline"]) == dead[0].number
+    with beating(study, waiter._trial_id):
+        time.sleep(FAST.grace + 1.5)
+        step_over(open_study(postgres_url), lock, space)  # another search finds them
+        take_over(study, lock, waiter, dead[0].number)
+    by_role = {}
+    for r in records.read_records(study):
+        by_role.setdefault(r.role, []).append((r.number, r.state))
+    # The baseline passed to the trial waiting for it; the recipe, with none, is queued again.
+    assert by_role["baseline"] == [(0, TrialState.FAIL), (waiter.number, TrialState.RUNNING)]
+    assert by_role["recipe"] == [(1, TrialState.FAIL), (3, TrialState.WAITING)]
+    assert study.trials[waiter.number].user_attrs["baseline"] is True  # for optuna-dashboard
 
 
 def test_one_search_confirms_and_a_later_one_does_not_again(postgres_url: str) -> None:
