@@ -299,8 +299,11 @@ class ScriptedStep:
     def optimizer_step(self) -> None:
         self.optimizer_steps += 1
 
-    # The real one: grad_accum micro-steps on the resident batch, then the optimizer step.
+    # The real one: grad_accum micro-steps on the resident batch, then the optimizer step
+    # (through the real per-micro-step hook, which only differs under DDP).
     resident_step = TrainStep.resident_step
+    _micro_step = TrainStep._micro_step
+    _ddp = None
 
     def sync(self) -> None:
         pass
