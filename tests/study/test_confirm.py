@@ -538,3 +538,9 @@ def test_a_resumed_study_is_not_confused_by_its_confirmation_trials(tmp_path: Pa
     assert second.study.best_trial.number == winner.study_trial
     rows = csv_rows(tmp_path / "out" / "trials.csv")
     assert [r["number"] for r in rows if r["winner"] == "True"] == [str(winner.study_trial)]
+
+
+def test_the_cap_may_not_be_below_the_repeats(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="confirm_repeats <= confirm_max_repeats"):
+        search_settings(tmp_path, confirm_repeats=3, confirm_max_repeats=2)
+    assert search_settings(tmp_path, confirm_repeats=3, confirm_max_repeats=3).confirm_max_repeats == 3
