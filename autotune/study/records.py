@@ -21,28 +21,11 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.result import Fingerprint, Status, TrialResult
 
 __all__ = [
-    "BASELINE",
-    "CONFIRM",
-    "FEASIBLE",
-    "WINNER",
-    "ConfirmationEntry",
-    "StudyInfo",
-    "TrialRecord",
-    "add_confirmation_run",
-    "add_winner",
-    "count_search_trials",
-    "enqueue_config",
-    "read_confirmation",
-    "read_fingerprint",
-    "read_info",
-    "read_records",
-    "write_config",
-    "write_confirmation",
-    "write_duplicate",
-    "write_fingerprint",
-    "write_info",
-    "write_owner",
-    "write_result",
+    "BASELINE", "CONFIRM", "FEASIBLE", "WINNER", "ConfirmationEntry", "StudyInfo",
+    "TrialRecord", "add_confirmation_run", "add_winner", "count_search_trials",
+    "enqueue_config", "read_confirmation", "read_fingerprint", "read_info", "read_records",
+    "write_config", "write_confirmation", "write_duplicate", "write_fingerprint", "write_info",
+    "write_owner", "write_result",
 ]
 
 BASELINE = "baseline"
