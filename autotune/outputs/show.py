@@ -13,7 +13,7 @@ from rich.table import Table
 from autotune.contract.config import KNOBS, TrainConfig
 from autotune.contract.errors import InputError
 from autotune.contract.fmt import human
-from autotune.outputs.best import decision_note, winner_phrases
+from autotune.outputs.best import decision_note, spread_warnings, winner_phrases
 from autotune.outputs.table import trial_rows
 from autotune.study import records
 from autotune.study.storage import open_storage
@@ -100,6 +100,8 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
         console.print(conf)
     if winner is not None:
         console.print(winner_line(winner, unit))
+        for warning in spread_warnings(winner, unit):  # best.yaml's decision.warnings
+            console.print(f"warning: {warning}")
     failed = Counter(r["status"] for r in rows if r["status"] not in ("ok", "running", ""))
     if failed:
         console.print("other trials: " + ", ".join(f"{n} {s}" for s, n in sorted(failed.items())))

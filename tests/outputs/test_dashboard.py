@@ -131,3 +131,5 @@ def test_trials_csv_and_show_name_the_same_winner(searched: tuple[SearchSettings
     assert f"{human(best['throughput']['value'])} samples/s" in line
     assert f"confidence {best['confidence']}" in line
     assert f"{best['speedup']:.2f}x the baseline" in line
+    warned = [line for line in text.splitlines() if line.startswith("warning: ")]
+    assert warned == [f"warning: {w}" for w in best["decision"].get("warnings", [])]
