@@ -141,7 +141,7 @@ def test_a_trial_whose_heartbeat_stopped_is_failed_saying_why(postgres_url: str)
     live = ask(study)
     with beating(study, live._trial_id):
         assert fail_stale(study) == []  # not yet: within the grace period
-        time.sleep(FAST.grace + 1.5)
+        time.sleep(FAST.grace + 0.8)  # the last heartbeat: just now
         other = open_study(postgres_url)  # another search finds it
         assert [r.number for r in fail_stale(other)] == [dead.number]
         assert fail_stale(other) == []  # once
@@ -175,7 +175,7 @@ def test_a_start_whose_search_died_is_measured_again_once(postgres_url: str) -> 
     records.write_config(waiter, starts["baseline"])
     assert running_twin(study, waiter.number, starts["baseline"]) == dead[0].number
     with beating(study, waiter._trial_id):
-        time.sleep(FAST.grace + 1.5)
+        time.sleep(FAST.grace + 0.8)  # the last heartbeat: just now
         step_over(open_study(postgres_url), lock, space)  # another search finds them
         take_over(study, lock, waiter, dead[0].number)
     by_role = {}
