@@ -31,7 +31,7 @@ def summarize(search: Path, grid: Path, bound: str, budget: float) -> dict[str, 
     # study file inside it rather than the path study.yaml recorded.
     name = yaml.safe_load((search / "study.yaml").read_text())["study_name"]
     study = optuna.load_study(study_name=name, storage=f"sqlite:///{(search / 'study.db').resolve()}")
-    recs = [r for r in records.read_records(study) if r.result is not None]
+    recs = [r for r in records.read_records(study) if r.result is not None and r.search]
     evaluated = [r for r in recs if r.duplicate_of is None and r.result.status is not Status.INTERRUPTED]
     ran = [r for r in evaluated if r.result.phases]
     fixed = [r.result.fixed_seconds for r in ran if r.result.fixed_seconds is not None]
