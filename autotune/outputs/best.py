@@ -153,6 +153,11 @@ def _study_block(winner: Winner) -> dict[str, Any]:
         return {"best_trial": winner.record.number, "value": winner.record.value}
     block: dict[str, Any] = {"best_trial": winner.study_trial, "value": winner.study_value,
                              "search_trial": winner.record.number}
+    if not winner.confirmation:
+        if winner.study_trial != winner.record.number:
+            block["note"] = (f"Optuna's best trial is trial {winner.study_trial}, from an "
+                             "earlier run's confirmation: this run's winner is not confirmed")
+        return block
     if winner.study_value is not None and winner.study_value > winner.throughput * (1 + 1e-9):
         block["note"] = ("the value told to Optuna is raised to just above the study's highest "
                          "single measurement, so that its best trial (and optuna-dashboard's) is "

@@ -111,7 +111,8 @@ def winner_line(winner: Winner, unit: str) -> str:
     """The winner as best.yaml states it: the same trial, rate, ratio and confidence."""
     d = winner.decision
     where = (f"trial {winner.study_trial} (trial {winner.record.number}'s config)"
-             if winner.study_trial is not None else f"trial {winner.record.number}")
+             if winner.confirmation and winner.study_trial is not None
+             else f"trial {winner.record.number}")
     how = (f"median of {d.runs} fresh run(s)" if d is not None and winner.confirmation
            else "one search measurement, not confirmed")
     speed, verdict = winner_phrases(winner)

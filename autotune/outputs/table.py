@@ -79,9 +79,9 @@ def trial_rows(records: Sequence[TrialRecord], baseline: float | None,
         entry = confirmed.get(r.number) if r.search else None
         row["confirmed_median"] = entry.median if entry else None
         row["confirmed_runs"] = len(entry.throughputs) if entry else None
-        row["winner"] = winner is not None and (
-            r.number == winner.study_trial if winner.study_trial is not None
-            else r.number == winner.record.number)
+        row["winner"] = winner is not None and r.number == (
+            winner.study_trial if winner.confirmation and winner.study_trial is not None
+            else winner.record.number)
         row["confidence"] = (winner.decision.confidence if row["winner"] and winner
                              and winner.decision else None)
         rows.append(row)

@@ -11,8 +11,10 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from autotune.study.lead import DISAGREE, disagreement, evidence, ratio_interval, standing
+from optuna.trial import TrialState
+
 from autotune.contract.result import TrialResult
+from autotune.study.lead import DISAGREE, disagreement, evidence, ratio_interval, standing
 from autotune.study.records import CONFIRM, WINNER, ConfirmationEntry, TrialRecord
 
 __all__ = ["Decision", "Winner", "best_and_baseline", "cheapest", "confirmation_runs", "decide",
@@ -114,7 +116,12 @@ def pick_winner(records: Sequence[TrialRecord],
                           confirmation_runs(records, confirmation))
     if best is None:
         return None
-    return Winner(best, float(best.value or 0.0), baseline, None)
+    # Unconfirmed: Optuna's best trial is the highest value told, an earlier confirmation's
+    # winner included (this search's ended before confirming, or skipped it).
+    top = max((r for r in records if r.state == TrialState.COMPLETE and r.value is not None),
+              key=lambda r: r.value or 0.0, default=best)
+    return Winner(best, float(best.value or 0.0), baseline, None,
+                  study_trial=top.number, study_value=top.value)
 
 
 def confirmation_runs(records: Sequence[TrialRecord], entries: Sequence[ConfirmationEntry]

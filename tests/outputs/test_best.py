@@ -192,3 +192,17 @@ def test_runs_that_contradict_each_other_say_so(tmp_path: Path) -> None:
     assert "not confirmed: the baseline's own runs disagree 50.9x" in header.splitlines()[0]
     assert "confidence low: tie within noise" in header.splitlines()[0]
     assert yaml.safe_load(header + yaml.safe_dump(doc, sort_keys=False)) == doc
+
+
+def test_an_unconfirmed_run_names_optunas_best_trial_when_it_is_another(tmp_path: Path) -> None:
+    # A resumed study whose new search ended before confirming: the earlier run's winner trial
+    # still holds the study's highest value.
+    recs = [measured(0), measured(1, config=TrainConfig(batch_size=16)),
+            stored_trial(2, value=350.0, attrs={"config": TrainConfig(batch_size=16).to_dict(),
+                                                "role": "winner", "confirms": 1,
+                                                "result": {"status": "ok", "throughput": 290.0}})]
+    winner = pick_winner(recs, None)
+    assert winner is not None and winner.record.number == 0
+    study = best_document(winner, INFO, None, settings(tmp_path))["study"]
+    assert study["best_trial"] == 2 and study["value"] == 350.0 and study["search_trial"] == 0
+    assert "not confirmed" in study["note"]

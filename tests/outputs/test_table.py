@@ -13,7 +13,8 @@ from optuna.trial import TrialState
 from autotune import TrainConfig
 from autotune.contract.config import KNOBS
 from autotune.outputs.table import COLUMNS, rows_to_csv, trial_rows
-from autotune.study.records import TrialRecord
+from autotune.study.records import ConfirmationEntry, TrialRecord
+from autotune.study.winner import pick_winner
 
 KNOB_NAMES = tuple(spec.name for spec in KNOBS)
 
@@ -154,3 +155,31 @@ def test_phase_seconds_go_into_rows_beside_the_measured_warmup() -> None:
             row["diagnosis_seconds"]) == (2.5, 0.5, 0.25, 0.125, 2.0, 3.0, 1.0)
     assert row["warmup_seconds"] == 4.0  # the result's own, one column
     assert COLUMNS.count("warmup_seconds") == 1
+
+
+def test_the_winner_row_is_the_confirmed_winners_record() -> None:
+    recs = [ok(0, 100.0, baseline=True), ok(1, 300.0, batch_size=16),
+            stored_trial(2, value=290.0, attrs={"config": config(batch_size=16), "role": "confirm",
+                                                "confirms": 1, "result": result("ok", 290.0)}),
+            stored_trial(3, value=310.0, attrs={"config": config(batch_size=16), "role": "confirm",
+                                                "confirms": 1, "result": result("ok", 310.0)}),
+            stored_trial(4, value=300.0000001, attrs={"config": config(batch_size=16),
+                                                      "role": "winner", "confirms": 1,
+                                                      "result": result("ok", 300.0)})]
+    entries = [ConfirmationEntry(trial=1, baseline=False, search_throughput=300.0,
+                                 throughputs=(290.0, 310.0), median=300.0, spread=None,
+                                 statuses=("ok", "ok")),
+               ConfirmationEntry(trial=0, baseline=True, search_throughput=100.0,
+                                 throughputs=(100.0,), median=100.0, spread=None,
+                                 statuses=("ok",))]
+    winner = pick_winner(recs, entries)
+    rows = {r["number"]: r for r in trial_rows(recs, 100.0, winner)}
+    assert [n for n, r in rows.items() if r["winner"]] == [4]
+    assert rows[4]["role"] == "winner" and rows[4]["confidence"] == "high"
+    assert rows[1]["confirmed_median"] == 300.0 and rows[1]["confirmed_runs"] == 2
+    assert rows[0]["confirmed_runs"] == 1 and rows[2]["confirmed_median"] is None
+    assert (rows[2]["role"], rows[2]["confirms"]) == ("confirm", 1)
+    assert rows[3]["speedup"] == 3.1  # a fresh run against the baseline's fresh median
+    # Unconfirmed (the confirmation is stale), the search's fastest trial is the one marked.
+    stale = trial_rows(recs, 100.0, pick_winner(recs, None))
+    assert [r["number"] for r in stale if r["winner"]] == [1]
