@@ -34,6 +34,7 @@ _SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 # Seconds to wait for a database server to answer a connection (libpq's connect_timeout):
 # an unreachable host fails the start, it does not hang it.
 _CONNECT_TIMEOUT = 10
+_ASKING = threading.Lock()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -161,7 +162,9 @@ def backend(study: optuna.Study) -> BaseStorage:
 def ask(study: optuna.Study) -> optuna.Trial:
     """`study.ask()`, without Optuna's warning that heartbeats belong to `study.optimize`: the
     search's own loop records them (`beating`)."""
-    with warnings.catch_warnings():
+    # One thread at a time: catch_warnings swaps the process's filters, and two interleaved
+    # would restore each other's (trials may run in threads).
+    with _ASKING, warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Heartbeat of storage is supposed", UserWarning)
         return study.ask()
 
