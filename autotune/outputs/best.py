@@ -173,8 +173,10 @@ def decision_note(winner: Winner) -> str:
                 f"(95% interval {d.interval[0]:.3g}-{d.interval[1]:.3g}) over {d.runs} and "
                 f"{d.runner_up_runs} fresh runs" if d.interval and d.ratio else "clear lead")
     if d.verdict == "tie within noise":
-        return (f"trials {', '.join(map(str, d.tied))} are within the noise of their runs; the "
-                f"cheapest, trial {winner.record.number}, is picked")
+        how = ("are as fast as each other (their ratio within 2% of 1)" if d.confidence == "high"
+               else "are within the noise of their runs")
+        return (f"trials {', '.join(map(str, d.tied))} {how}; the cheapest, trial "
+                f"{winner.record.number}, is picked")
     if d.verdict == "too few runs":
         return f"ahead, but the budget allowed {d.runs} fresh run(s) of it"
     return "the only config whose fresh runs were ok"

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 from autotune.study.records import ConfirmationEntry
 
-__all__ = ["DISAGREE", "Standing", "clearly_ahead", "disagreement", "evidence", "ratio_interval",
-           "standing"]
+__all__ = ["DISAGREE", "EQUAL", "Standing", "clearly_ahead", "disagreement", "equivalent",
+           "evidence", "ratio_interval", "standing"]
 
 DISAGREE = 2.0
 """Runs of one config whose fastest is this many times its slowest contradict each other: the
@@ -28,6 +28,9 @@ machine, not the config, set their rates (the issue that motivated this read 55 
 # (Efron & Tibshirani 1993, "An Introduction to the Bootstrap", ch. 13).
 RESAMPLES = 2000
 LEVEL = 0.95
+EQUAL = 0.02
+"""Configs whose ratio of medians is known to lie within this of 1 are as fast as each other for
+any purpose (the confirmation's own tolerance): more runs would not make one the winner."""
 
 
 def evidence(entry: ConfirmationEntry) -> tuple[float, ...]:
@@ -71,6 +74,15 @@ def clearly_ahead(a: Sequence[float], b: Sequence[float]) -> bool:
     return min(a) > max(b) or ratio_interval(a, b)[0] > 1.0
 
 
+def equivalent(a: Sequence[float], b: Sequence[float]) -> bool:
+    """Whether fresh runs `a` and `b` (two each at least) show the two configs equally fast:
+    the interval of their ratio lies within `EQUAL` of 1."""
+    if len(a) < 2 or len(b) < 2:
+        return False
+    low, high = ratio_interval(a, b)
+    return low >= 1 / (1 + EQUAL) and high <= 1 + EQUAL
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Standing:
     """Where the confirmed configs stand after the runs so far (trial numbers of the search)."""
@@ -83,12 +95,20 @@ class Standing:
     """Within the noise of the leader: more runs may separate them."""
     failed: tuple[int, ...]
     """No fresh run was ok (out of memory, an error, a timeout)."""
+    equal: tuple[int, ...] = ()
+    """As fast as the leader, shown by their fresh runs (`equivalent`): no run would part them."""
+
+    @property
+    def settled(self) -> bool:
+        """Nothing more runs could change: every other config is behind the leader or as fast,
+        and the leader has two fresh runs."""
+        return (self.leader is not None and len(self.leader.throughputs) >= 2
+                and not self.contenders)
 
     @property
     def clear(self) -> bool:
         """The leader is ahead of every other config, with two fresh runs of its own."""
-        return (self.leader is not None and len(self.leader.throughputs) >= 2
-                and not self.contenders)
+        return self.settled and not self.equal
 
 
 def standing(entries: Sequence[ConfirmationEntry]) -> Standing:
@@ -98,9 +118,15 @@ def standing(entries: Sequence[ConfirmationEntry]) -> Standing:
         return Standing(leader=None, behind=(), contenders=(), failed=failed)
     leader = max(ran, key=lambda e: e.median or 0.0)
     lead = evidence(leader)
-    behind, contenders = [], []
+    behind, contenders, equal = [], [], []
     for e in ran:
-        if e is not leader:
-            (behind if clearly_ahead(lead, evidence(e)) else contenders).append(e.trial)
+        if e is leader:
+            continue
+        if clearly_ahead(lead, evidence(e)):
+            behind.append(e.trial)
+        elif equivalent(leader.throughputs, e.throughputs):
+            equal.append(e.trial)
+        else:
+            contenders.append(e.trial)
     return Standing(leader=leader, behind=tuple(behind), contenders=tuple(contenders),
-                    failed=failed)
+                    failed=failed, equal=tuple(equal))

@@ -30,7 +30,8 @@ class Decision:
     """How sure the confirmation is of its winner, and the numbers behind it."""
 
     confidence: str
-    """"high": the winner's lead is clear and its and the baseline's runs agree; else "low"."""
+    """"high": the winner's lead is clear, or it ties configs its runs show equally fast (within
+    2%), and its and the baseline's runs agree within 2x; else "low"."""
     verdict: str
     """"clear lead", "tie within noise", "too few runs" or "only one config confirmed"."""
     runs: int
@@ -152,11 +153,11 @@ def decide(entries: Sequence[ConfirmationEntry], by_number: dict[int, TrialRecor
         verdict = "only one config confirmed"
     elif now.clear:
         verdict = "clear lead"
-    elif not now.contenders:
+    elif not now.contenders and not now.equal:
         verdict = "too few runs"  # ahead of the rest, but the budget allowed it one run
     else:
         verdict = "tie within noise"
-        pool = [leader] + [e for e in others if e.trial in now.contenders]
+        pool = [leader] + [e for e in others if e.trial in now.contenders + now.equal]
         base_median = next((e.median for e in pool if e.baseline), None)
         if base_median is not None:  # tied with the baseline: nothing slower than it is cheaper
             pool = [e for e in pool if (e.median or 0.0) >= base_median]
@@ -168,8 +169,9 @@ def decide(entries: Sequence[ConfirmationEntry], by_number: dict[int, TrialRecor
     base_spread = disagreement(base_runs) if base_runs and base is not chosen else None
     # What the winner is compared with: the next fastest, or the faster leader it tied with.
     runner = leader if chosen is not leader else (others[0] if others else None)
-    high = (verdict == "clear lead" and spread < DISAGREE
-            and (base_spread is None or base_spread < DISAGREE))
+    # Sure of the pick: a clear lead, or a tie whose runs show the configs equally fast.
+    high = ((verdict == "clear lead" or (verdict == "tie within noise" and now.settled))
+            and spread < DISAGREE and (base_spread is None or base_spread < DISAGREE))
     mine = evidence(chosen)
     return chosen, Decision(
         confidence="high" if high else "low",

@@ -237,6 +237,16 @@ def test_a_lead_that_clears_with_more_runs_stops_there(tmp_path: Path) -> None:
     assert runner.count(3) == runner.count(5) == 2 and runner.count(0) == 1
 
 
+def test_configs_shown_equally_fast_run_no_more(tmp_path: Path) -> None:
+    # Two runs each put their ratio within 2% of 1: more runs would not make either the winner.
+    cands = [cand(3, 420000.0), cand(5, 419000.0), cand(0, 50000.0, baseline=True)]
+    runner = ScriptedRunner({3: oks(417722.5, 417407.6, 418188.2),
+                             5: oks(416844.6, 417899.2, 417000.0), 0: oks(51071.0)})
+    summary = confirm(runner, tmp_path, cands=cands, repeats=2, max_repeats=5)
+    assert (runner.count(3), runner.count(5), runner.count(0)) == (2, 2, 1)
+    assert [s.trial for s in summary] == [3, 5, 0]
+
+
 def test_confirmation_stops_at_the_deadline(tmp_path: Path) -> None:
     runner = ScriptedRunner(TIED)
     now = [0.0]

@@ -104,3 +104,13 @@ def test_a_clear_leader_needs_two_fresh_runs() -> None:
 def test_no_ok_run_means_no_leader() -> None:
     now = standing([entry(3, statuses=("oom",)), entry(5, statuses=())])
     assert now.leader is None and now.failed == (3,) and not now.clear
+
+
+def test_equally_fast_configs_are_told_apart_from_an_open_question() -> None:
+    # The H100 GPT search's two leaders: 0.1% apart, each run within 0.2% of the others.
+    same = [entry(4, 417722.5, 417407.6, search=420000.0), entry(7, 416844.6, 417899.2)]
+    now = standing(same)
+    assert now.equal == (7,) and now.contenders == () and now.settled and not now.clear
+    # Runs too far apart to show it: still a question more runs may answer.
+    wide = standing([entry(4, 425000.0, 400000.0), entry(7, 416000.0, 405000.0)])
+    assert wide.contenders == (7,) and wide.equal == () and not wide.settled

@@ -246,3 +246,14 @@ def test_a_tie_with_the_baseline_never_picks_a_config_slower_than_it() -> None:
     assert winner is not None and winner.decision is not None
     assert winner.decision.verdict == "tie within noise"
     assert winner.record.number == 0 and winner.decision.tied == (2, 0)
+
+
+def test_configs_shown_equally_fast_tie_with_high_confidence() -> None:
+    recs = [run(0, baseline=True), run(4, batch_size=16, memory=900.0),
+            run(7, batch_size=32, memory=800.0)]
+    winner = pick_winner(recs, [runs(4, 417722.5, 417407.6), runs(7, 416844.6, 417899.2),
+                                runs(0, 51071.0, 51500.0, baseline=True)])
+    assert winner is not None and winner.decision is not None
+    d = winner.decision
+    assert (d.verdict, d.confidence, d.tied) == ("tie within noise", "high", (4, 7))
+    assert winner.record.number == 7  # the cheaper: less memory
