@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.contract.allocator import ALLOC_ENV
 from autotune.contract.config import TrainConfig
+from autotune.contract.host import pin_to_share
 from autotune.contract.phases import Phase
 from autotune.contract.request import LAUNCH_ENV, MeasureSettings, TrialRequest
 from autotune.contract.result import Status, TrialResult
@@ -289,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m autotune.trial.worker TRIAL_DIR", file=sys.stderr)
         return 2
     die_with_parent()
+    pin_to_share()  # before torch starts its thread pool
     return serve(Path(args[0]), started=started)
 
 

@@ -97,6 +97,9 @@ def _child(request: dict[str, Any], preloaded: Any, threads: int) -> None:
         for name in request.get("unset", ()):
             os.environ.pop(name, None)
         os.environ.update(request.get("env", {}))
+        from autotune.contract.host import pin_to_share
+
+        pin_to_share()
 
         import torch
 
@@ -125,9 +128,13 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m autotune.trial.zygote ADAPTER_PATH", file=sys.stderr)
         return 2
     out = sys.stdout
+    from autotune.contract.host import pin_to_share
     from autotune.trial.lifetime import die_with_parent
 
     die_with_parent()
+    # A server of one GPU slot: pinned before torch is imported, so its thread pool and every
+    # child it forks (and their DataLoader workers) keep to the slot's CPUs.
+    pin_to_share()
     try:
         preloaded, note = _preload(args[0])
     except Exception as exc:  # the parent falls back to one fresh process per trial
