@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -33,14 +34,17 @@ START_TIMEOUT = 300.0
 class ForkServer:
     """One running `autotune.trial.zygote` process for one adapter file."""
 
-    def __init__(self, adapter: Path, *, log: Path, cache_dir: Path | None = None) -> None:
+    def __init__(self, adapter: Path, *, log: Path, cache_dir: Path | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
         self.adapter = adapter
-        env = child_env({}, cache_dir=cache_dir)
-        env.pop(LAUNCH_ENV, None)
+        # A GPU slot's CUDA_VISIBLE_DEVICES and CPUs (`env`) are the server's own: every child
+        # it forks inherits them, and starts CUDA itself, after they are set.
+        server_env = child_env({}, cache_dir=cache_dir, extra=env)
+        server_env.pop(LAUNCH_ENV, None)
         self._log = log.open("ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "autotune.trial.zygote", str(adapter)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=server_env,
             start_new_session=True,  # Ctrl-C reaches the search, which stops the trial itself
         )
         self._lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
@@ -153,7 +157,8 @@ class ForkServerRunner(SubprocessRunner):
             self.server = None
         if self.server is None:
             try:
-                self.server = ForkServer(adapter, log=self.log, cache_dir=self.cache_dir)
+                self.server = ForkServer(adapter, log=self.log, cache_dir=self.cache_dir,
+                                         env=self.env)
             except RuntimeError as exc:
                 self.fallback_reason = str(exc)
                 print(f"autotune: {exc}; each trial starts a fresh process instead",

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
@@ -57,9 +57,11 @@ class SubprocessRunner:
     """
 
     def __init__(self, *, poll_seconds: float = 0.2, grace_seconds: float = 3.0,
-                 cache_dir: Path | None = None) -> None:
+                 cache_dir: Path | None = None, env: Mapping[str, str] | None = None) -> None:
         self.cache_dir = cache_dir
         """A persistent compile cache shared by the trials (see `compile_cache_env`)."""
+        self.env = dict(env or {})
+        """Added to each trial's environment: a GPU slot's `CUDA_VISIBLE_DEVICES` and CPUs."""
         self.poll_seconds = poll_seconds
         self.grace_seconds = grace_seconds
         self._stop = threading.Event()
@@ -135,18 +137,21 @@ class SubprocessRunner:
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=child_env(request.config.env, cache_dir=self.cache_dir),
+            env=child_env(request.config.env, cache_dir=self.cache_dir, extra=self.env),
             start_new_session=True,  # its own process group: killpg reaches its workers
         )
 
 
-def child_env(config_env: dict[str, str], *, cache_dir: Path | None) -> dict[str, str]:
-    """The parent's environment with the config's allocator settings: trials inherit everything
-    else (NCCL and multicast settings included) and only add to it."""
+def child_env(config_env: dict[str, str], *, cache_dir: Path | None,
+              extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The parent's environment with the config's allocator settings (and `extra`, a GPU
+    slot's): trials inherit everything else (NCCL and multicast settings included) and only
+    add to it."""
     env = dict(os.environ)
     for name in (ALLOC_ENV, *OTHER_ALLOC_ENVS):
         env.pop(name, None)
     env.update(config_env)
+    env.update(extra or {})
     env[LAUNCH_ENV] = repr(time.time())
     if cache_dir is not None:
         env.update(compile_cache_env(cache_dir))
