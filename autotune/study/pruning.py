@@ -7,11 +7,15 @@ values, which TPE still learns from, and its partial rate is kept in the result.
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Callable
+from typing import Any
+
 import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, TrialState
 
-__all__ = ["IncumbentPruner"]
+__all__ = ["IncumbentPruner", "report_windows"]
 
 
 class IncumbentPruner(BasePruner):
@@ -39,3 +43,21 @@ class IncumbentPruner(BasePruner):
         if best is None:
             return False
         return trial.intermediate_values[step] < self.ratio * best
+
+
+def report_windows(trial: optuna.Trial, prune: Callable[[str], None] | None
+                   ) -> Callable[[dict[str, Any]], None]:
+    """A trial's event callback: report each window's running median to Optuna and, when the
+    pruner says so, stop the trial through `prune` (its runner's; None: never pruned)."""
+    rates: list[float] = []
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event.get("event") != "window" or prune is None:
+            return
+        rates.append(float(event["throughput"]))
+        trial.report(statistics.median(rates), len(rates))
+        if trial.should_prune():
+            prune(f"pruned after {len(rates)} window(s): "
+                  f"{statistics.median(rates):.4g}/s is clearly below the best so far")
+
+    return on_event

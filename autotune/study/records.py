@@ -23,9 +23,9 @@ from autotune.contract.result import Fingerprint, Status, TrialResult
 __all__ = [
     "BASELINE", "CONFIRM", "FEASIBLE", "WINNER", "ConfirmationEntry", "StudyInfo",
     "TrialRecord", "add_confirmation_run", "add_winner", "count_search_trials",
-    "enqueue_config", "read_confirmation", "read_fingerprint", "read_info", "read_records",
-    "write_config", "write_confirmation", "write_duplicate", "write_fingerprint", "write_info",
-    "write_owner", "write_result",
+    "enqueue_config", "read_confirmation", "read_fingerprint", "read_info", "read_layout",
+    "read_records", "write_config", "write_confirmation", "write_duplicate", "write_fingerprint",
+    "write_info", "write_layout", "write_owner", "write_result",
 ]
 
 BASELINE = "baseline"
@@ -189,6 +189,17 @@ def read_info(study: optuna.Study) -> StudyInfo | None:
 def write_info(study: optuna.Study, info: StudyInfo) -> None:
     for key, value in dataclasses.asdict(info).items():
         study.set_user_attr(key, value)
+
+
+def read_layout(study: optuna.Study) -> int | None:
+    """The CPUs each trial of the study was given (None: not recorded, an older study)."""
+    layout = study.user_attrs.get("layout")
+    return int(layout["cpus_per_trial"]) if layout else None
+
+
+def write_layout(study: optuna.Study, *, cpus_per_trial: int, trials_at_once: int) -> None:
+    study.set_user_attr("layout", {"cpus_per_trial": cpus_per_trial,
+                                   "trials_at_once": trials_at_once})
 
 
 def read_fingerprint(study: optuna.Study) -> Fingerprint | None:

@@ -1,5 +1,9 @@
 """The study: Optuna ask/tell over the space, one fresh process per trial, outputs after each.
 
+With several GPU slots (`layout`), one trial runs on each at once: the sampler's constant liar
+keeps concurrent proposals apart, and a config asked while the same one runs on another slot
+waits for that trial's result instead of running twice (`slots`).
+
 Trial 0 is the baseline (PyTorch's defaults at the adapter's batch size). Outcomes that are a
 property of the config (oom, nan, error, timeout, crashed) are told as COMPLETE but infeasible
 (`trial.set_constraint`), so TPE learns to avoid them; interruptions and trials cut short by the
@@ -13,13 +17,11 @@ import dataclasses
 import os
 import signal
 import socket
-import statistics
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from typing import Any
 
 import optuna
 from optuna.trial import TrialState
@@ -28,7 +30,6 @@ from autotune.adapter import Adapter
 from autotune.contract.config import TrainConfig
 from autotune.contract.errors import ContractError, InputError
 from autotune.contract.host import available_cpus
-from autotune.contract.request import MeasureSettings
 from autotune.contract.result import Status, TrialResult
 from autotune.study import records
 from autotune.study.claim import (
@@ -49,18 +50,15 @@ from autotune.study.confirm import (
     record_confirmation,
     run_confirmation,
 )
-from autotune.study.objective import Objective
-from autotune.study.pruning import IncumbentPruner
+from autotune.study.layout import Layout
+from autotune.study.objective import Objective, Outcome
+from autotune.study.pruning import IncumbentPruner, report_windows
 from autotune.study.runner import Runner
 from autotune.study.searchspace import SearchSpace
+from autotune.study.settings import SearchListener, SearchSettings
+from autotune.study.slots import GangRunner, Job, Slots
 from autotune.study.starts import Ladder, enqueue, follow_ups, initial_starts
-from autotune.study.storage import (
-    Heartbeat,
-    absolute_storage,
-    ask,
-    beating,
-    open_storage,
-)
+from autotune.study.storage import ask, beating, open_storage
 from autotune.study.winner import Winner, best_and_baseline, pick_winner
 
 __all__ = ["Interrupted", "Search", "SearchListener", "SearchSettings"]
@@ -79,84 +77,6 @@ class Interrupted(Exception):
         self.signum = signum
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class SearchSettings:
-    adapter: Path
-    """The adapter file."""
-    space_source: str
-    """The space file (recorded in the study)."""
-    device: str
-    """"cuda" or "cpu"."""
-    out: Path
-    """Output folder: best.yaml, trials.csv, throughput.png, trials/<n>/."""
-    storage: str
-    """Optuna storage URL or file."""
-    study_name: str
-    trials: int = 20
-    """Stop once the study holds this many finished trials (resumed runs count earlier ones)."""
-    timeout: float | None = None
-    """Seconds for this invocation; no trial starts after, a running one is cut at the deadline."""
-    trial_timeout: float = 300.0
-    """Seconds one trial may take, start-up and compile included."""
-    seed: int | None = None
-    measure: MeasureSettings = MeasureSettings()
-    confirm: int = 3
-    """After the search, re-run this many top configs (and the baseline); 0 skips it."""
-    confirm_repeats: int = 2
-    """Fresh runs the winner needs before its lead may be called clear; a config clearly
-    behind stops after one."""
-    confirm_max_repeats: int | None = None
-    """Most runs of a config while the lead stays unclear (None: 2 x confirm_repeats + 1)."""
-    confirm_measure: MeasureSettings | None = None
-    """Measurement of the confirmation runs (None: `measure`); may be longer than the search's."""
-    prune: bool = True
-    """Stop trials clearly slower than the best after their first windows."""
-    guided: bool = True
-    """Start from the baseline and the hand recipe and follow their diagnoses before the
-    sampler takes over (False: the baseline, then the sampler alone)."""
-    sampler: str = "tpe"
-    """"tpe" (multivariate TPE) or "random"."""
-    cpus: int | None = None
-    """CPUs the trials may use (the hand recipe's workers follow); None: this process's."""
-    nproc_per_node: int = 1
-    """DDP ranks per trial (the runner starts them); the layout a result holds for."""
-    heartbeat: Heartbeat = Heartbeat()
-    """Heartbeats of running trials on a server database: a search that stops sending them
-    (its host died) has its trial failed by the others."""
-
-    def __post_init__(self) -> None:
-        # One name for the storage whatever the working directory (study.yaml records it).
-        object.__setattr__(self, "storage", absolute_storage(self.storage))
-        if self.confirm < 0 or self.confirm_repeats < 1 or (
-                self.confirm_max_repeats is not None
-                and self.confirm_max_repeats < self.confirm_repeats):
-            raise ValueError(f"need confirm >= 0 and 1 <= confirm_repeats <= confirm_max_repeats, "
-                             f"got {self.confirm=}, {self.confirm_repeats=}, "
-                             f"{self.confirm_max_repeats=}")
-        if self.trials < 1:
-            raise ValueError(f"trials must be at least 1, got {self.trials=}")
-        if self.timeout is not None and self.timeout <= 0:
-            raise ValueError(f"timeout must be positive, got {self.timeout=}")
-        if self.trial_timeout <= 0:
-            raise ValueError(f"trial_timeout must be positive, got {self.trial_timeout=}")
-        if self.device not in ("cuda", "cpu"):
-            raise ValueError(f"device must be cuda or cpu, got {self.device=}")
-        if self.sampler not in ("tpe", "random"):
-            raise ValueError(f"sampler must be tpe or random, got {self.sampler=}")
-
-
-class SearchListener(Protocol):
-    """Progress reporting (the rich display, or nothing in tests)."""
-
-    def started(self, settings: SearchSettings, done: int, unit: str) -> None: ...
-    def trial_started(self, number: int, config: TrainConfig, limit: float) -> None: ...
-    def trial_event(self, number: int, event: dict[str, Any]) -> None: ...
-    def trial_finished(self, number: int, result: TrialResult, winner: Winner | None) -> None: ...
-    def confirm_started(self, cands: list[Candidate], repeats: int) -> None: ...
-    def confirm_result(self, cand: Candidate, result: TrialResult) -> None: ...
-    def finished(self, winner: Winner | None) -> None: ...
-
-
 class Search:
     """The loop: ask, run the objective, tell; after the budget, confirm the leaders.
 
@@ -170,19 +90,28 @@ class Search:
         space: SearchSpace,
         adapter: type[Adapter],
         *,
-        runner: Runner,
+        runner: Runner | None = None,
+        runners: Sequence[Runner] = (),
         listener: SearchListener,
         on_change: Callable[[optuna.Study], None] | None = None,
         confirm_runner: Runner | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
-        self.confirm_runner = confirm_runner or runner
+        self.layout: Layout = settings.layout  # type: ignore[assignment]  # set by settings
+        self.runners = list(runners) or ([runner] if runner is not None else [])
+        """One per slot of the layout: slot i's trials run through runners[i]."""
+        if len(self.runners) != self.layout.concurrent:
+            raise ValueError(f"need one runner per slot: {len(self.runners)} runner(s) for "
+                             f"{self.layout.concurrent} slot(s)")
+        self.runner = self.runners[0]
+        self.confirm_runner = confirm_runner or (
+            self.runner if len(self.runners) == 1 else
+            GangRunner(self.runners, [slot.name for slot in self.layout.slots]))
         """Confirmation always runs in fresh processes: give a SubprocessRunner here when
-        `runner` forks its trials from a server."""
+        `runner` forks its trials from a server (a GangRunner of them for several slots)."""
         self.space = space
         self.adapter = adapter
-        self.runner = runner
         self.listener = listener
         self.on_change = on_change or (lambda study: None)
         self.clock = clock
@@ -193,16 +122,20 @@ class Search:
         """Set when the baseline failed in the adapter's own code: run() raises it."""
         self._ladder = Ladder()
         """The guided follow-ups not yet run, the newest best's first."""
+        self._beats: dict[int, ExitStack] = {}
+        """The heartbeat of each trial asked and not yet told (a server database only)."""
         self.study = self._open_study()
         self.lock = StudyLock(self.study, settings.storage)
         """Excludes the other searches of this study (other hosts) from check-then-write steps."""
         self.confirmed_by: Claim | None = None
         """Set when another search confirms (or confirmed) the leaders instead of this one."""
-        self.objective = Objective(
-            adapter=settings.adapter, device=settings.device, out=settings.out, runner=runner,
+        self.objectives = [Objective(
+            adapter=settings.adapter, device=settings.device, out=settings.out, runner=r,
             measure=settings.measure,
             finished=lambda: [r for r in records.read_records(self.study, [TrialState.COMPLETE])
                               if r.search])
+            for r in self.runners]
+        self.objective = self.objectives[0]
 
     # -- setup -----------------------------------------------------------------------------
 
@@ -230,6 +163,7 @@ class Search:
             pruner=IncumbentPruner() if s.prune else optuna.pruners.NopPruner(),
             load_if_exists=True,
         )
+        self._check_layout(study)
         info = records.read_info(study)
         if info is None:
             records.write_info(study, records.StudyInfo(
@@ -253,6 +187,18 @@ class Search:
                 f"together; pass --nproc-per-node {info.nproc_per_node} or another --study-name"
             )
         return study
+
+    def _check_layout(self, study: optuna.Study) -> None:
+        """Rates measured with another CPU share per trial do not rank together."""
+        cpus = self.layout.cpus_per_trial
+        stored = records.read_layout(study)
+        if stored is None:
+            records.write_layout(study, cpus_per_trial=cpus, trials_at_once=self.layout.concurrent)
+        elif stored != cpus:
+            raise InputError(
+                f"study {self.settings.study_name!r} in {self.settings.storage} was measured with "
+                f"{stored} CPUs per trial, this run gives each trial {cpus}: input-bound rates "
+                f"differ; pass --cpus-per-trial {stored} or another --study-name")
 
     def _recover_stale(self) -> None:
         """Trials left RUNNING by a process on this host that is gone become FAIL (interrupted)."""
@@ -290,21 +236,9 @@ class Search:
         deadline = None if s.timeout is None else self.clock() + s.timeout
         self.listener.started(s, self.done(), self.adapter.unit)
         with self._signals():
-            while self.done() < s.trials and self._signal is None and not self._stopped:
-                limit = s.trial_timeout
-                if deadline is not None:
-                    # Keep what confirming the current leaders will take.
-                    confirm = s.confirm_measure or s.measure
-                    reserve = estimate_seconds(
-                        self._candidates(), s.confirm_repeats,
-                        extra_measure_seconds=max(0.0, confirm.budget_seconds
-                                                  - s.measure.budget_seconds) / 2)
-                    remaining = deadline - self.clock() - reserve
-                    if remaining < MIN_TRIAL_SECONDS:
-                        break
-                    limit = min(limit, remaining)
-                self._one_trial(limit, budget_cut=limit < s.trial_timeout)
-            if self._signal is None and not self._stopped:
+            with Slots[optuna.Trial, Outcome](len(self.runners)) as slots:
+                self._search(slots, deadline)
+            if not self._halted():
                 self._confirm(deadline)
         self.on_change(self.study)
         winner = self.winner()
@@ -369,20 +303,77 @@ class Search:
     def _step_over(self) -> None:
         step_over(self.study, self.lock, self.space)  # trials of searches that died (hosts)
 
-    def _one_trial(self, limit: float, *, budget_cut: bool) -> None:
+    def _halted(self) -> bool:
+        return self._signal is not None or self._stopped
+
+    def _search(self, slots: Slots[optuna.Trial, Outcome], deadline: float | None) -> None:
+        """Keep every slot busy while the budget lasts; tell each trial as it ends."""
+        try:
+            while True:
+                if not self._halted():
+                    self._fill(slots, deadline)
+                ended = slots.wait()
+                if not ended:
+                    break
+                for job, future in ended:
+                    self._finish(job, future.result(), slots)
+        except BaseException:
+            self._interrupt("the search stopped")  # the other slots' trials too
+            raise
+        finally:
+            for job in slots.parked:  # never ran: it says nothing about its config
+                self._tell(job.item, TrialResult(status=Status.INTERRUPTED, reason="not run: "
+                           "the search stopped while its config ran on another slot"),
+                           budget_cut=True)
+            for beat in self._beats.values():  # trials an exception left untold
+                beat.close()
+            self._beats.clear()
+
+    def _fill(self, slots: Slots[optuna.Trial, Outcome], deadline: float | None) -> None:
+        s = self.settings
+        while (slot := slots.free()) is not None and not self._halted():
+            limit = s.trial_timeout
+            if deadline is not None:
+                # Keep what confirming the current leaders will take.
+                confirm = s.confirm_measure or s.measure
+                reserve = estimate_seconds(
+                    self._candidates(), s.confirm_repeats,
+                    extra_measure_seconds=max(0.0, confirm.budget_seconds
+                                              - s.measure.budget_seconds) / 2)
+                remaining = deadline - self.clock() - reserve
+                if remaining < MIN_TRIAL_SECONDS:
+                    return
+                limit = min(limit, remaining)
+            # A parked trial whose twin ended without a result to copy runs first.
+            job, twin = slots.release(), None
+            if job is None:
+                if self.done() + len(slots.running) + len(slots.parked) >= s.trials:
+                    return
+                trial, config, twin = self._ask()
+                mine = {j.item.number for j in (*slots.running, *slots.parked)}
+                if slots.twin(config) is not None or twin in mine:
+                    # Never one config on two GPUs at once: it waits for the running one.
+                    slots.park(trial, config)
+                    return
+                job = Job(item=trial, config=config)
+            self._start(slots, slot, dataclasses.replace(job, budget_cut=limit < s.trial_timeout),
+                        limit, twin=twin)
+
+    def _ask(self) -> tuple[optuna.Trial, TrainConfig, int | None]:
+        """The next trial (its heartbeat beating until it is told), its config, and a running
+        trial that measures the same config (of this search or another), if any."""
+        s = self.settings
         self._step_over()
         with self.lock:  # the next guided start, queued once whichever host feeds it
             self._ladder.feed(self.study, self.space)
         trial = ask(self.study)
-        with beating(self.study, trial._trial_id):
-            self._run_trial(trial, limit, budget_cut=budget_cut)
-
-    def _run_trial(self, trial: optuna.Trial, limit: float, *, budget_cut: bool) -> None:
-        s = self.settings
+        self._beats[trial.number] = beat = ExitStack()
+        beat.enter_context(beating(self.study, trial._trial_id))
         records.write_owner(trial)
         try:
             config = self.space.suggest(trial)
         except ValueError as exc:  # Optuna: the stored study has other distributions
+            self._beats.pop(trial.number).close()
             self.study.tell(trial, state=TrialState.FAIL)
             raise InputError(
                 f"study {s.study_name!r} was made with another search space ({exc}); pass another "
@@ -391,30 +382,37 @@ class Search:
         with self.lock:  # whoever writes a config second finds the first one running it
             records.write_config(trial, config)
             twin = running_twin(self.study, trial.number, config)
-        if twin is not None:
-            # Another search measures this config now: its result is this one's (the objective
-            # reuses it), unless it fails, and then this one measures it, in its role.
-            wait_finished(self.study, [twin], timeout=limit, recover=self._step_over,
-                          stop=lambda: self._signal is not None)
-            take_over(self.study, self.lock, trial, twin)
+        return trial, config, twin
+
+    def _start(self, slots: Slots[optuna.Trial, Outcome], slot: int, job: Job[optuna.Trial],
+               limit: float, *, twin: int | None = None) -> None:
+        trial, config = job.item, job.config
         self.listener.trial_started(trial.number, config, limit)
-        # The starts (baseline, recipe, follow-ups) are measured to the end: every ratio and
-        # the search's direction depend on them.
-        prunable = records.read_role(trial) == ""
-        rates: list[float] = []
 
-        def on_event(event: dict[str, Any]) -> None:
-            self.listener.trial_event(trial.number, event)
-            if event.get("event") != "window" or not prunable:
-                return
-            rates.append(float(event["throughput"]))
-            trial.report(statistics.median(rates), len(rates))
-            prune = getattr(self.runner, "prune", None)
-            if prune is not None and trial.should_prune():
-                prune(f"pruned after {len(rates)} window(s): "
-                      f"{statistics.median(rates):.4g}/s is clearly below the best so far")
+        def run() -> Outcome:  # in the slot's thread
+            if twin is not None:
+                # Another search measures this config now: its result is this one's (the
+                # objective reuses it), unless it fails, and then this one measures it, in
+                # its role.
+                wait_finished(self.study, [twin], timeout=limit, recover=self._step_over,
+                              stop=self._halted)
+                take_over(self.study, self.lock, trial, twin)
+            # The starts (baseline, recipe, follow-ups) are measured to the end: every ratio
+            # and the search's direction depend on them.
+            prune = getattr(self.runners[slot], "prune", None)
+            report = report_windows(trial, prune if records.read_role(trial) == "" else None)
 
-        outcome = self.objective(trial.number, config, limit=limit, on_event=on_event)
+            def on_event(event: dict[str, Any]) -> None:
+                self.listener.trial_event(trial.number, event)
+                report(event)
+
+            return self.objectives[slot](trial.number, config, limit=limit, on_event=on_event)
+
+        slots.start(slot, job, run)
+
+    def _finish(self, job: Job[optuna.Trial], outcome: Outcome,
+                slots: Slots[optuna.Trial, Outcome]) -> None:
+        s, trial = self.settings, job.item
         result = outcome.result
         if outcome.duplicate_of is not None:
             records.write_duplicate(trial, outcome.duplicate_of)
@@ -424,7 +422,7 @@ class Search:
         # A baseline failing in the adapter's own code fails alike in every config: told as
         # FAIL (it says nothing about the config, and a fixed adapter re-runs it), then stop.
         broken = bool(result.contract_error) and role == records.BASELINE
-        self._tell(trial, result, budget_cut=budget_cut, says_nothing=broken)
+        self._tell(trial, result, budget_cut=job.budget_cut, says_nothing=broken)
         if records.read_confirmation(self.study) is not None:
             records.write_confirmation(self.study, None)  # stale: the study has a new trial
         if role and role != records.BASELINE and s.guided:
@@ -444,9 +442,23 @@ class Search:
             self._stopped = True
             self._contract = ContractError.in_baseline(
                 trial.number, part=result.contract_error, reason=result.reason, log=result.log)
+        # Trials that waited for this config copy its result now (no process needed); when
+        # it left none to copy, the next free slot runs one of them.
+        earlier = self.objective.measured_before(job.config)
+        if earlier is not None and earlier.result is not None:
+            waiting = [j for j in slots.parked if j.config == job.config]
+            for other in waiting:
+                slots.parked.remove(other)
+            for other in waiting:
+                self.listener.trial_started(other.item.number, other.config, 0.0)
+                self._finish(other, Outcome(result=earlier.result, duplicate_of=earlier.number),
+                             slots)
 
     def _tell(self, trial: optuna.Trial, result: TrialResult, *, budget_cut: bool,
               says_nothing: bool = False) -> None:
+        beat = self._beats.pop(trial.number, None)
+        if beat is not None:
+            beat.close()
         try:
             records.write_result(trial, result)
         except optuna.exceptions.UpdateFinishedTrialError:
@@ -463,16 +475,20 @@ class Search:
         else:
             self.study.tell(trial, state=TrialState.FAIL)
 
+    def _interrupt(self, reason: str) -> None:
+        """Stop every running trial (each slot's, and a confirmation run) as `interrupted`."""
+        for runner in {id(r): r for r in (*self.runners, self.confirm_runner)}.values():
+            interrupt = getattr(runner, "interrupt", None)
+            if interrupt is not None:
+                interrupt(reason)
+
     @contextmanager
     def _signals(self) -> Iterator[None]:
         """SIGINT/SIGTERM: stop the running trial (and its children), then stop the search."""
 
         def handler(signum: int, frame: Any) -> None:
             self._signal = signum
-            for runner in {id(r): r for r in (self.runner, self.confirm_runner)}.values():
-                interrupt = getattr(runner, "interrupt", None)
-                if interrupt is not None:
-                    interrupt(f"stopped by {signal.Signals(signum).name}")
+            self._interrupt(f"stopped by {signal.Signals(signum).name}")
 
         try:
             previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
