@@ -69,6 +69,9 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
             "peak_reserved_mb": _round(result.peak_reserved_mb),
             **_host_cpu(result),
         },
+        # Which layout the result holds for: a config found with 1/N of the cores is the one
+        # for an N-rank job on this host, not for one GPU with every core.
+        "layout": settings.layout.describe() if settings.layout is not None else None,
         "provenance": {
             "device": fp.device,
             "device_kind": settings.device,

@@ -7,6 +7,8 @@ wrap at 80 columns mid-phrase) and no live line.
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import time
 from typing import IO, Any
 
@@ -61,8 +63,23 @@ class QuietListener:
     def finished(self, winner: Winner | None) -> None: ...
 
 
+@dataclasses.dataclass
+class _Running:
+    """A trial in progress, as its live line shows it."""
+
+    text: str
+    start: float
+    phase: str
+    phase_start: float
+    compiling: bool
+    windows: int = 0
+    last_window: float | None = None
+
+
 class RichDisplay:
-    """A status line kept live at the bottom; one printed line per finished trial above it."""
+    """A status line kept live at the bottom; one printed line per finished trial above it.
+    Trials running side by side (one per GPU) get a live line each; their events arrive from
+    the slots' threads, hence the lock."""
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or make_console()
@@ -75,14 +92,9 @@ class RichDisplay:
         self.unit = "items"
         self.best: tuple[int, float] | None = None
         self.baseline: float | None = None
-        self.current: str = ""
-        self.config_text: str = ""
-        self.current_start = 0.0
-        self.last_window: float | None = None
-        self.windows = 0
-        self.phase = Phase.START.value
-        self.phase_start = 0.0
-        self.compiling = False
+        self.running: dict[int, _Running] = {}
+        self.configs: dict[int, str] = {}
+        self._lock = threading.Lock()
         self.confirm_runs: dict[int, list[TrialResult]] = {}
         """Each confirmed trial's fresh runs, to warn when they disagree."""
 
@@ -93,16 +105,17 @@ class RichDisplay:
             text.append(f" · best #{self.best[0]} {human(self.best[1])} {self.unit}/s")
             if self.baseline:
                 text.append(f" ({self.best[1] / self.baseline:.2f}x baseline)")
-        if self.current:
-            now = time.monotonic()
-            doing = _DOING.get(self.phase, self.phase)
-            if self.phase == Phase.WARMUP and self.compiling:
+        now = time.monotonic()
+        with self._lock:
+            running = [dataclasses.replace(t) for t in self.running.values()]
+        for t in running:
+            doing = _DOING.get(t.phase, t.phase)
+            if t.phase == Phase.WARMUP and t.compiling:
                 doing = "compiling (the first step)"
-            elif self.phase == Phase.WINDOWS and self.windows:
-                doing = f"window {self.windows}: {human(self.last_window)}/s"
-            text.append(f"\n  running {self.current} [{self.phase} "
-                        f"{now - self.phase_start:.0f} s: {doing}; trial "
-                        f"{now - self.current_start:.0f} s]", style="dim")
+            elif t.phase == Phase.WINDOWS and t.windows:
+                doing = f"window {t.windows}: {human(t.last_window)}/s"
+            text.append(f"\n  running {t.text} [{t.phase} {now - t.phase_start:.0f} s: "
+                        f"{doing}; trial {now - t.start:.0f} s]", style="dim")
         return text
 
     def started(self, settings: Any, done: int, unit: str) -> None:
@@ -119,23 +132,26 @@ class RichDisplay:
             self.live.start()
 
     def trial_started(self, number: int, config: TrainConfig, limit: float) -> None:
-        self.config_text = config.describe()
-        self.current = f"#{number} {self.config_text} (limit {limit:.0f} s)"
-        self.current_start = self.phase_start = time.monotonic()
-        self.phase = Phase.START.value
-        self.compiling = config.compile != "none"
-        self.windows = 0
-        self.last_window = None
+        now = time.monotonic()
+        with self._lock:
+            self.configs[number] = config.describe()
+            self.running[number] = _Running(
+                text=f"#{number} {config.describe()} (limit {limit:.0f} s)", start=now,
+                phase=Phase.START.value, phase_start=now, compiling=config.compile != "none")
 
     def trial_event(self, number: int, event: dict[str, Any]) -> None:
-        if event.get("event") == "phase" and event.get("phase"):
-            self.phase = str(event["phase"])
-            self.phase_start = time.monotonic()
-        elif event.get("event") == "first_step":  # compiling happens in the first step
-            self.compiling = False
-        elif event.get("event") == "window":
-            self.windows += 1
-            self.last_window = event.get("throughput")
+        with self._lock:
+            t = self.running.get(number)
+            if t is None:
+                return
+            if event.get("event") == "phase" and event.get("phase"):
+                t.phase = str(event["phase"])
+                t.phase_start = time.monotonic()
+            elif event.get("event") == "first_step":  # compiling happens in the first step
+                t.compiling = False
+            elif event.get("event") == "window":
+                t.windows += 1
+                t.last_window = event.get("throughput")
 
     def trial_finished(self, number: int, result: TrialResult, winner: Winner | None) -> None:
         self.done += 1
@@ -146,7 +162,9 @@ class RichDisplay:
         status = result.status
         line = Text(f"#{number:<3} ")
         line.append(f"{status.value:<12}", style=_STYLE.get(status, ""))  # "interrupted" + 1
-        config = self.config_text
+        with self._lock:
+            self.running.pop(number, None)
+            config = self.configs.pop(number, "")
         if status is Status.OK:
             speed = f" {result.throughput / baseline:.2f}x" if baseline and result.throughput else ""
             cause = None if result.converged else likely_cause([result])
@@ -159,11 +177,11 @@ class RichDisplay:
             line.append(f"{human(result.throughput):>7} {result.unit}/s{speed}{conv}  {config}  {cost}")
         else:
             line.append(f"{config}  {result.reason}")
-        self.current = ""
         self.console.print(line)
 
     def confirm_started(self, cands: list[Candidate], repeats: int) -> None:
-        self.current = ""
+        with self._lock:
+            self.running.clear()
         names = ", ".join(f"#{c.trial}" + (" (baseline)" if c.baseline else "") for c in cands)
         self.console.print(f"[bold]confirming[/] {names}: shuffled rounds of fresh runs until the "
                            f"lead is clear ({repeats} for the leader, one for a config behind)")
