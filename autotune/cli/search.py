@@ -75,6 +75,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="run each trial as this many DDP ranks through torch.distributed."
                         "run, one GPU each (gloo ranks on a CPU), and search the DDP knobs too; "
                         "each rank gets its share of the CPUs (default 1: one process, no DDP)")
+    search.add_argument("--gpus", default=None, metavar="all|0,1,...",
+                        help="run one trial per GPU at once, each pinned to its GPU "
+                        "(CUDA_VISIBLE_DEVICES) and to an equal share of the CPUs, which bounds "
+                        "num_workers; the result holds for a job of that many ranks on this host "
+                        "(default: one trial at a time with every CPU)")
+    search.add_argument("--cpus-per-trial", type=positive(int), default=None,
+                        help="pin each trial to this many CPUs instead of an equal share: what "
+                        "each rank (or the one process) will have in production")
     search.add_argument("--no-prune", action="store_true",
                         help="measure every trial to the end, even one clearly slower than the "
                         "best so far")
@@ -88,7 +96,9 @@ def run(args: argparse.Namespace) -> int:
     from autotune.outputs.report import OutputWriter
     from autotune.study.ddp_runner import DDPRunner
     from autotune.study.forkserver import ForkServerRunner
-    from autotune.study.runner import SubprocessRunner
+    from autotune.study.layout import Layout, plan_layout
+    from autotune.study.runner import Runner
+    from autotune.study.slots import slot_runners
     from autotune.study.search import Interrupted, Search, SearchSettings
     from autotune.study.space import find_space, load_space
     from autotune.study.storage import Heartbeat, default_storage_url
@@ -98,7 +108,16 @@ def run(args: argparse.Namespace) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the display reports progress
     device = resolve_device(args.device)
     nproc = args.nproc_per_node
-    cpus = _cpus_per_rank(nproc, device)
+    if nproc > 1 and (args.gpus is not None or args.cpus_per_trial is not None):
+        raise InputError(f"--nproc-per-node {nproc} with --gpus or --cpus-per-trial: a DDP "
+                         "trial takes its ranks' GPUs and splits the CPUs among them itself; "
+                         "concurrent DDP trials are not supported")
+    if nproc > 1:
+        cpus = _cpus_per_rank(nproc, device)
+        layout = Layout.single(cpus)
+    else:
+        layout = plan_layout(args.gpus, args.cpus_per_trial, device=device)
+        cpus = layout.cpus_per_trial
     adapter = load_adapter(args.adapter)
     space_path = find_space(args.space or ("default" if device == "cuda" else "cpu"))
     space = load_space(space_path, adapter=adapter, device_type=device, cpus=cpus,
@@ -138,19 +157,21 @@ def run(args: argparse.Namespace) -> int:
         prune=not args.no_prune,
         cpus=cpus,
         nproc_per_node=nproc,
+        layout=layout,
         heartbeat=Heartbeat(interval=args.heartbeat_interval, grace=args.grace_period),
     )
     display = RichDisplay()
     cache = out / "compile-cache"
-    runner: ForkServerRunner | DDPRunner
+    runners: list[ForkServerRunner] | list[DDPRunner]
+    confirm_runner: Runner
     if nproc > 1:  # fresh launchers for the search and the confirmation: the ranks are theirs
-        runner = confirm_runner = DDPRunner(nproc_per_node=nproc, cache_dir=cache)
-    else:
-        runner = ForkServerRunner(log=out / "forkserver.log", cache_dir=cache)
-        confirm_runner = SubprocessRunner(cache_dir=cache)
+        ddp = DDPRunner(nproc_per_node=nproc, cache_dir=cache)
+        runners, confirm_runner = [ddp], ddp
+    else:  # one fork server per GPU slot (one without --gpus)
+        runners, confirm_runner = slot_runners(layout, out=out, cache_dir=cache)
     writer = OutputWriter(settings)
-    search = Search(settings, space, adapter, runner=runner, listener=display, on_change=writer,
-                    confirm_runner=confirm_runner)
+    search = Search(settings, space, adapter, runners=runners, listener=display,
+                    on_change=writer, confirm_runner=confirm_runner)
     try:
         winner = search.run()
     except Interrupted as exc:
@@ -158,7 +179,8 @@ def run(args: argparse.Namespace) -> int:
                               "same command again to continue the study")
         return 128 + exc.signum
     finally:
-        runner.close()
+        for runner in runners:
+            runner.close()
         writer.finish(search.study)
     if display.plain:  # piped or logged: the run ends with the table `autotune show` prints
         from autotune.outputs.show import show

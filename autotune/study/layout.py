@@ -83,20 +83,26 @@ class Layout:
     def gpus(self) -> list[str]:
         return [s.gpu for s in self.slots if s.gpu is not None]
 
-    def describe(self) -> dict[str, Any]:
-        """best.yaml's `layout` block: where the trials ran and what the result holds for."""
+    def describe(self, *, ranks: int = 1) -> dict[str, Any]:
+        """best.yaml's `layout` block: where the trials ran and what the result holds for
+        (`ranks`: DDP ranks per trial, each with `cpus_per_trial` CPUs)."""
         n, k = self.concurrent, self.cpus_per_trial
-        if n > 1:
-            holds = (f"a DDP job of {n} ranks on this host (or {n} one-GPU jobs side by side), each "
-                     f"rank pinned to {k} CPUs; a one-GPU run with all {self.host_cpus} CPUs "
+        cpus = f"{k} CPU" + ("s" if k > 1 else "")
+        if ranks > 1:
+            holds = (f"a DDP job of {ranks} ranks on this host, each rank with {cpus}, as "
+                     "each trial ran")
+            confirmed = "each confirmation run as the same DDP job"
+        elif n > 1:
+            holds = (f"a DDP job of {n} ranks on this host (or {n} one-GPU jobs side by side), "
+                     f"each rank pinned to {cpus}; a one-GPU run with all {self.host_cpus} CPUs "
                      f"needs a search of its own: --gpus 0 --cpus-per-trial {self.host_cpus}")
             confirmed = (f"each confirmation run used all {n} GPUs at once, the same config on "
-                         f"each with its {k} CPUs; its rate is the slowest GPU's, which sets "
-                         "the pace of a synchronized job")
+                         f"each with its {cpus}; its rate is the slowest GPU's, which sets the "
+                         "pace of a synchronized job")
         else:
-            holds = (f"one process on one GPU with {k} CPUs" if k < self.host_cpus else
-                     f"one process on one GPU with all {k} CPUs of this host; for an N-rank "
-                     f"job search with --gpus (1/N of the CPUs each) or --cpus-per-trial")
+            holds = (f"one process on one GPU with {cpus}" if k < self.host_cpus else
+                     f"one process on one GPU with all {cpus} of this host; for a job of N "
+                     "ranks search with --gpus (1/N of the CPUs each) or --cpus-per-trial")
             confirmed = "each confirmation run alone, in the same layout"
         return {
             "trials_at_once": n,

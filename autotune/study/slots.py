@@ -19,9 +19,14 @@ from typing import Any, Generic, TypeVar
 from autotune.contract.config import TrainConfig
 from autotune.contract.request import TrialRequest
 from autotune.contract.result import Status, TrialResult
-from autotune.study.runner import EventCallback, Runner
+from autotune.study.forkserver import ForkServerRunner
+from autotune.study.layout import Layout
+from autotune.study.runner import EventCallback, Runner, SubprocessRunner
 
-__all__ = ["GangRunner", "Job", "Slots", "combine"]
+__all__ = ["GangRunner", "Job", "Slots", "combine", "slot_runners"]
+
+# How often the search's thread wakes while every slot is busy (to run signal handlers).
+POLL_SECONDS = 0.2
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -91,7 +96,11 @@ class Slots(Generic[T, R]):
         `future.result()` gives the job's return value or raises its exception."""
         if not self._jobs:
             return []
-        done, _ = wait(list(self._jobs), return_when=FIRST_COMPLETED)
+        done: set[Future[R]] = set()
+        while not done:
+            # Short waits: a signal may be delivered to a slot's thread, and Python runs its
+            # handler on this thread only when this thread runs again.
+            done, _ = wait(list(self._jobs), timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
         ended = []
         for future in sorted(done, key=lambda f: self._jobs[f].slot):
             job = self._jobs.pop(future)
@@ -125,6 +134,8 @@ class GangRunner:
                                 thread_name_prefix="autotune-gang") as pool:
             futures = [pool.submit(runner.run, request, trial_dir / name, timeout=timeout)
                        for runner, name in zip(self.runners, self.names)]
+            while not all(f.done() for f in futures):
+                wait(futures, timeout=POLL_SECONDS)  # let signal handlers run (see Slots.wait)
             results = [f.result() for f in futures]
         result = combine(results, self.names)
         result.save(trial_dir / "result.json")
@@ -148,3 +159,16 @@ def combine(results: Sequence[TrialResult], names: Sequence[str]) -> TrialResult
     return results[slowest].replace(
         reason=f"the slowest of {len(results)} concurrent runs ({each}; median "
                f"{statistics.median(rates):.4g}/s)")
+
+
+def slot_runners(layout: Layout, *, out: Path, cache_dir: Path | None
+                 ) -> tuple[list[ForkServerRunner], Runner]:
+    """The search's runners, one fork server per slot (pinned to its GPU and CPUs: every trial
+    it forks inherits them), and the confirmation's: fresh processes, on every slot at once
+    when there are several, as the ranks of a job in this layout would run."""
+    one = layout.concurrent == 1
+    search = [ForkServerRunner(log=out / ("forkserver.log" if one else f"forkserver-{s.name}.log"),
+                               cache_dir=cache_dir, env=s.env()) for s in layout.slots]
+    fresh: list[Runner] = [SubprocessRunner(cache_dir=cache_dir, env=s.env())
+                           for s in layout.slots]
+    return search, fresh[0] if one else GangRunner(fresh, [s.name for s in layout.slots])
