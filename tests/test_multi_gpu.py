@@ -19,7 +19,15 @@ from typing import Any
 import optuna
 import pytest
 import yaml
-from helpers import PID_DIR_ENV, REPO_ROOT, TAG_ENV, TEST_ADAPTERS, kill_all, leftovers, recorded_pids
+from helpers import (
+    PID_DIR_ENV,
+    REPO_ROOT,
+    TAG_ENV,
+    TEST_ADAPTERS,
+    kill_all,
+    leftovers,
+    recorded_pids,
+)
 from optuna.trial import TrialState
 
 from autotune import Status
@@ -28,7 +36,9 @@ from autotune.study.layout import EMULATE_ENV
 from autotune.study.records import read_records
 
 PROBE = TEST_ADAPTERS / "slot_probe.py"
-SLOT_DIR_ENV, CRASH_ENV, HANG_ENV = "AUTOTUNE_TEST_SLOT_DIR", "AUTOTUNE_TEST_CRASH_GPU", "AUTOTUNE_TEST_HANG"
+SLOT_DIR_ENV = "AUTOTUNE_TEST_SLOT_DIR"
+CRASH_ENV = "AUTOTUNE_TEST_CRASH_GPU"
+HANG_ENV = "AUTOTUNE_TEST_HANG"
 SPACE = "num_workers: {low: 0, high: cores}\nbatch_size: {factors: [1, 2, 4, 8]}\n"
 
 pytestmark = [
