@@ -2,7 +2,7 @@
 
 With several GPU slots (`layout`), one trial runs on each at once: the sampler's constant liar
 keeps concurrent proposals apart, and a config asked while the same one runs on another slot
-waits for that trial's result instead of running twice (`slots`).
+waits for that trial's result instead of running twice (`parallel`, `slots`).
 
 Trial 0 is the baseline (PyTorch's defaults at the adapter's batch size). Outcomes that are a
 property of the config (oom, nan, error, timeout, crashed) are told as COMPLETE but infeasible
@@ -13,7 +13,6 @@ command continues the same study.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import socket
@@ -27,7 +26,6 @@ import optuna
 from optuna.trial import TrialState
 
 from autotune.adapter import Adapter
-from autotune.contract.config import TrainConfig
 from autotune.contract.errors import ContractError, InputError
 from autotune.contract.host import available_cpus
 from autotune.contract.result import Status, TrialResult
@@ -37,36 +35,32 @@ from autotune.study.claim import (
     StudyLock,
     claim_confirmation,
     end_confirmation,
-    running_twin,
     step_over,
-    take_over,
     wait_finished,
 )
 from autotune.study.confirm import (
     FRESH_PROCESS_SECONDS,
     Candidate,
     candidates,
-    estimate_seconds,
     record_confirmation,
     run_confirmation,
 )
 from autotune.study.layout import Layout
 from autotune.study.objective import Objective, Outcome
-from autotune.study.pruning import IncumbentPruner, report_windows
+from autotune.study.parallel import SlotLoop
+from autotune.study.pruning import IncumbentPruner
 from autotune.study.runner import Runner
 from autotune.study.searchspace import SearchSpace
 from autotune.study.settings import SearchListener, SearchSettings
 from autotune.study.slots import GangRunner, Job, Slots
 from autotune.study.starts import Ladder, enqueue, follow_ups, initial_starts
-from autotune.study.storage import ask, beating, open_storage
+from autotune.study.storage import open_storage
 from autotune.study.winner import Winner, best_and_baseline, pick_winner
 
 __all__ = ["Interrupted", "Search", "SearchListener", "SearchSettings"]
 
 # Constraint key: > 0 means the trial did not produce a usable measurement.
 FEASIBLE = records.FEASIBLE
-# A trial is not started with less than this left of the study's budget.
-MIN_TRIAL_SECONDS = 10.0
 
 
 class Interrupted(Exception):
@@ -77,7 +71,7 @@ class Interrupted(Exception):
         self.signum = signum
 
 
-class Search:
+class Search(SlotLoop):
     """The loop: ask, run the objective, tell; after the budget, confirm the leaders.
 
     `on_change` is called with the study after every finished trial and at the end (the CLI
@@ -305,110 +299,6 @@ class Search:
 
     def _halted(self) -> bool:
         return self._signal is not None or self._stopped
-
-    def _search(self, slots: Slots[optuna.Trial, Outcome], deadline: float | None) -> None:
-        """Keep every slot busy while the budget lasts; tell each trial as it ends."""
-        try:
-            while True:
-                if not self._halted():
-                    self._fill(slots, deadline)
-                ended = slots.wait()
-                if not ended:
-                    break
-                for job, future in ended:
-                    self._finish(job, future.result(), slots)
-        except BaseException:
-            self._interrupt("the search stopped")  # the other slots' trials too
-            raise
-        finally:
-            for job in slots.parked:  # never ran: it says nothing about its config
-                self._tell(job.item, TrialResult(status=Status.INTERRUPTED, reason="not run: "
-                           "the search stopped while its config ran on another slot"),
-                           budget_cut=True)
-            for beat in self._beats.values():  # trials an exception left untold
-                beat.close()
-            self._beats.clear()
-
-    def _fill(self, slots: Slots[optuna.Trial, Outcome], deadline: float | None) -> None:
-        s = self.settings
-        while (slot := slots.free()) is not None and not self._halted():
-            limit = s.trial_timeout
-            if deadline is not None:
-                # Keep what confirming the current leaders will take.
-                confirm = s.confirm_measure or s.measure
-                reserve = estimate_seconds(
-                    self._candidates(), s.confirm_repeats,
-                    extra_measure_seconds=max(0.0, confirm.budget_seconds
-                                              - s.measure.budget_seconds) / 2)
-                remaining = deadline - self.clock() - reserve
-                if remaining < MIN_TRIAL_SECONDS:
-                    return
-                limit = min(limit, remaining)
-            # A parked trial whose twin ended without a result to copy runs first.
-            job, twin = slots.release(), None
-            if job is None:
-                if self.done() + len(slots.running) + len(slots.parked) >= s.trials:
-                    return
-                trial, config, twin = self._ask()
-                mine = {j.item.number for j in (*slots.running, *slots.parked)}
-                if slots.twin(config) is not None or twin in mine:
-                    # Never one config on two GPUs at once: it waits for the running one.
-                    slots.park(trial, config)
-                    return
-                job = Job(item=trial, config=config)
-            self._start(slots, slot, dataclasses.replace(job, budget_cut=limit < s.trial_timeout),
-                        limit, twin=twin)
-
-    def _ask(self) -> tuple[optuna.Trial, TrainConfig, int | None]:
-        """The next trial (its heartbeat beating until it is told), its config, and a running
-        trial that measures the same config (of this search or another), if any."""
-        s = self.settings
-        self._step_over()
-        with self.lock:  # the next guided start, queued once whichever host feeds it
-            self._ladder.feed(self.study, self.space)
-        trial = ask(self.study)
-        self._beats[trial.number] = beat = ExitStack()
-        beat.enter_context(beating(self.study, trial._trial_id))
-        records.write_owner(trial)
-        try:
-            config = self.space.suggest(trial)
-        except ValueError as exc:  # Optuna: the stored study has other distributions
-            self._beats.pop(trial.number).close()
-            self.study.tell(trial, state=TrialState.FAIL)
-            raise InputError(
-                f"study {s.study_name!r} was made with another search space ({exc}); pass another "
-                "--study-name, or the space it was made with"
-            ) from None
-        with self.lock:  # whoever writes a config second finds the first one running it
-            records.write_config(trial, config)
-            twin = running_twin(self.study, trial.number, config)
-        return trial, config, twin
-
-    def _start(self, slots: Slots[optuna.Trial, Outcome], slot: int, job: Job[optuna.Trial],
-               limit: float, *, twin: int | None = None) -> None:
-        trial, config = job.item, job.config
-        self.listener.trial_started(trial.number, config, limit)
-
-        def run() -> Outcome:  # in the slot's thread
-            if twin is not None:
-                # Another search measures this config now: its result is this one's (the
-                # objective reuses it), unless it fails, and then this one measures it, in
-                # its role.
-                wait_finished(self.study, [twin], timeout=limit, recover=self._step_over,
-                              stop=self._halted)
-                take_over(self.study, self.lock, trial, twin)
-            # The starts (baseline, recipe, follow-ups) are measured to the end: every ratio
-            # and the search's direction depend on them.
-            prune = getattr(self.runners[slot], "prune", None)
-            report = report_windows(trial, prune if records.read_role(trial) == "" else None)
-
-            def on_event(event: dict[str, Any]) -> None:
-                self.listener.trial_event(trial.number, event)
-                report(event)
-
-            return self.objectives[slot](trial.number, config, limit=limit, on_event=on_event)
-
-        slots.start(slot, job, run)
 
     def _finish(self, job: Job[optuna.Trial], outcome: Outcome,
                 slots: Slots[optuna.Trial, Outcome]) -> None:
