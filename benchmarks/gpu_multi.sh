@@ -36,8 +36,9 @@ budget, adapter, share = float(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 
 def figures(n):
     study = optuna.load_study(study_name=f"multi-{n}", storage=f"sqlite:////tmp/multi-{n}/study.db")
-    trials = [t for t in study.get_trials(deepcopy=False) if t.datetime_start and t.datetime_complete]
     recs = {r.number: r for r in read_records(study)}
+    trials = [t for t in study.get_trials(deepcopy=False) if t.datetime_start
+              and t.datetime_complete and recs[t.number].search]  # not confirmation runs
     # A configuration measured: a process ran it to an outcome (ok, pruned, oom, error,
     # timeout...), not a copy of an earlier trial, not refused unrun, not cut by the budget.
     measured = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
