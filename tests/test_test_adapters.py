@@ -39,6 +39,9 @@ OVERRIDES = {
     "env_probe.py": {"model"},
     "huge.py": {"dataset"},
     "structured.py": {"dataset", "loader_args", "loss"},
+    "faults/stuck_host.py": {"loss"},
+    "slot_probe.py": {"dataset", "optimizer", "loss"},
+    "noisy_steps.py": {"loss"},
 }
 METHODS = {"dataset", "model", "optimizer", "loss", "blocks", "items", "flops_per_item",
            "loader_args", "make_loader"}
