@@ -9,6 +9,10 @@ from autotune.cli.common import check_writable, positive, resolve_device, seed, 
 from autotune.contract.errors import InputError
 from autotune.study.space import builtin_spaces
 
+# With --timeout and no --trials, the budget decides (the search also ends once the sampler
+# proposes nothing new).
+UNBOUNDED_TRIALS = 1_000_000
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     search = sub.add_parser("search", help="run a study over the search space")
@@ -18,9 +22,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help=f"search space: a built-in name ({', '.join(builtin_spaces())}) or "
                         "a .yaml path (default: 'default' on CUDA, 'cpu' on a CPU; 'full' adds "
                         "the max-autotune compile modes, for budgets of an hour or more)")
-    search.add_argument("--trials", type=positive(int), default=20,
-                        help="finished trials the study should hold (default 20; a resumed study "
-                        "counts its earlier trials)")
+    search.add_argument("--trials", type=positive(int), default=None,
+                        help="finished trials the study should hold (a resumed study counts its "
+                        "earlier trials; default: as many as --timeout allows, or 20 without one)")
     search.add_argument("--timeout", type=positive(float), default=None,
                         help="seconds for this run: no trial starts after, and a running one is "
                         "cut at the deadline (default: none)")
@@ -141,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         out=out,
         storage=args.storage or default_storage_url(out),
         study_name=study_name,
-        trials=args.trials,
+        trials=args.trials or (20 if args.timeout is None else UNBOUNDED_TRIALS),
         timeout=args.timeout,
         trial_timeout=trial_timeout(args.trial_timeout, args.timeout),
         seed=args.seed,

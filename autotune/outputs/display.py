@@ -100,7 +100,9 @@ class RichDisplay:
 
     def __rich__(self) -> Text:
         elapsed = _clock(time.monotonic() - self.start)
-        text = Text(f"trial {min(self.done + 1, self.total)}/{self.total} · {elapsed}", style="bold")
+        # With a budget and no --trials the count is unbounded: the budget is the limit shown.
+        of = f"/{self.total}" if self.total < 100_000 else ""
+        text = Text(f"trial {min(self.done + 1, self.total)}{of} · {elapsed}", style="bold")
         if self.best is not None:
             text.append(f" · best #{self.best[0]} {human(self.best[1])} {self.unit}/s")
             if self.baseline:

@@ -27,10 +27,13 @@ from autotune.study.pruning import report_windows
 from autotune.study.slots import Job, Slots
 from autotune.study.storage import ask, beating
 
-__all__ = ["MIN_TRIAL_SECONDS", "SlotLoop"]
+__all__ = ["CONVERGED_REPEATS", "MIN_TRIAL_SECONDS", "SlotLoop"]
 
 # A trial is not started with less than this left of the study's budget.
 MIN_TRIAL_SECONDS = 10.0
+# The search ends once this many trials in a row were configs measured before: the sampler
+# has nothing new to propose (a small space, spent), and a budget would fill with copies.
+CONVERGED_REPEATS = 10
 
 
 class SlotLoop:
@@ -82,6 +85,8 @@ class SlotLoop:
             if job is None:
                 if self.done() + len(slots.running) + len(slots.parked) >= s.trials:
                     return
+                if self._repeats >= CONVERGED_REPEATS:
+                    return  # the sampler only proposes measured configs: the space is spent
                 trial, config, twin = self._ask()
                 mine = {j.item.number for j in (*slots.running, *slots.parked)}
                 if slots.twin(config) is not None or twin in mine:

@@ -114,6 +114,8 @@ class Search(SlotLoop):
         self._stopped = False
         self._contract: ContractError | None = None
         """Set when the baseline failed in the adapter's own code: run() raises it."""
+        self._repeats = 0
+        """Trials in a row that copied an earlier trial's result (see CONVERGED_REPEATS)."""
         self._ladder = Ladder()
         """The guided follow-ups not yet run, the newest best's first."""
         self._beats: dict[int, ExitStack] = {}
@@ -304,6 +306,7 @@ class Search(SlotLoop):
                 slots: Slots[optuna.Trial, Outcome]) -> None:
         s, trial = self.settings, job.item
         result = outcome.result
+        self._repeats = self._repeats + 1 if outcome.duplicate_of is not None else 0
         if outcome.duplicate_of is not None:
             records.write_duplicate(trial, outcome.duplicate_of)
         if result.fingerprint is not None and records.read_fingerprint(self.study) is None:

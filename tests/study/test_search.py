@@ -23,6 +23,7 @@ from autotune.contract.phases import PHASES
 from autotune.contract.request import TrialRequest
 from autotune.outputs.display import QuietListener
 from autotune.outputs.report import write_outputs
+from autotune.study.parallel import CONVERGED_REPEATS
 from autotune.study.records import TrialRecord, read_records
 from autotune.study.runner import InProcessRunner
 from autotune.study.search import Interrupted, Search, SearchSettings
@@ -181,6 +182,18 @@ def test_duplicates_are_not_re_run(tmp_path: Path, tiny_adapter: Path) -> None:
     assert not (tmp_path / "out" / "trials" / "1").exists()
     rows = csv_rows(tmp_path / "out" / "trials.csv")
     assert "not re-run" in rows[1]["reason"]
+
+
+def test_a_spent_space_ends_the_search_instead_of_filling_the_budget_with_copies(
+        tmp_path: Path) -> None:
+    runner = FakeRunner()
+    s = search(tmp_path, ONE_CONFIG, trials=1_000_000, runner=runner, timeout=3600.0, confirm=0)
+    s.run()
+    assert len(runner.requests) == 1  # the one config, measured once
+    trials = records_of(tmp_path)
+    # The baseline, then CONVERGED_REPEATS copies in a row: the sampler has nothing new.
+    assert len(trials) == 1 + CONVERGED_REPEATS
+    assert all(t.duplicate_of == 0 for t in trials[1:])
 
 
 class RecordingListener(QuietListener):
