@@ -25,6 +25,7 @@ from autotune.study.confirm import estimate_seconds
 from autotune.study.objective import Outcome
 from autotune.study.pruning import report_windows
 from autotune.study.slots import Job, Slots
+from autotune.study.starts import prunable
 from autotune.study.storage import ask, beating
 
 __all__ = ["CONVERGED_REPEATS", "MIN_TRIAL_SECONDS", "SlotLoop"]
@@ -138,7 +139,7 @@ class SlotLoop:
             # The starts (baseline, recipe, follow-ups) are measured to the end: every ratio
             # and the search's direction depend on them.
             prune = getattr(self.runners[slot], "prune", None)
-            report = report_windows(trial, prune if records.read_role(trial) == "" else None)
+            report = report_windows(trial, prune if prunable(records.read_role(trial)) else None)
 
             def on_event(event: dict[str, Any]) -> None:
                 self.listener.trial_event(trial.number, event)

@@ -8,14 +8,14 @@ values, which TPE still learns from, and its partial rate is kept in the result.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, TrialState
 
-__all__ = ["IncumbentPruner", "report_windows"]
+__all__ = ["IncumbentPruner", "report_copy", "report_windows"]
 
 
 class IncumbentPruner(BasePruner):
@@ -61,3 +61,10 @@ def report_windows(trial: optuna.Trial, prune: Callable[[str], None] | None
                   f"{statistics.median(rates):.4g}/s is clearly below the best so far")
 
     return on_event
+
+
+def report_copy(trial: optuna.Trial, windows: Sequence[float]) -> None:
+    """Report a pruned trial's window rates again on a trial that copies its result, so that
+    the sampler weighs the copy as it weighs the pruned original (its running medians)."""
+    for k in range(1, len(windows) + 1):
+        trial.report(statistics.median(windows[:k]), k)

@@ -28,6 +28,7 @@ from optuna.trial import TrialState
 from autotune.adapter import Adapter
 from autotune.contract.errors import ContractError, InputError
 from autotune.contract.host import available_cpus
+from autotune.contract.request import known_incompatible
 from autotune.contract.result import Status, TrialResult
 from autotune.study import records
 from autotune.study.claim import (
@@ -48,12 +49,12 @@ from autotune.study.confirm import (
 from autotune.study.layout import Layout
 from autotune.study.objective import Objective, Outcome
 from autotune.study.parallel import SlotLoop
-from autotune.study.pruning import IncumbentPruner
+from autotune.study.pruning import IncumbentPruner, report_copy
 from autotune.study.runner import Runner
 from autotune.study.searchspace import SearchSpace
 from autotune.study.settings import SearchListener, SearchSettings
 from autotune.study.slots import GangRunner, Job, Slots
-from autotune.study.starts import Ladder, enqueue, follow_ups, initial_starts
+from autotune.study.starts import EXPLORE, Ladder, enqueue, follow_ups, initial_starts, unmeasured
 from autotune.study.storage import open_storage
 from autotune.study.winner import Winner, best_and_baseline, pick_winner
 
@@ -128,8 +129,9 @@ class Search(SlotLoop):
         self.objectives = [Objective(
             adapter=settings.adapter, device=settings.device, out=settings.out, runner=r,
             measure=settings.measure,
-            finished=lambda: [r for r in records.read_records(self.study, [TrialState.COMPLETE])
-                              if r.search])
+            # Pruned trials too: a config clearly below the best is not measured again.
+            finished=lambda: [r for r in records.read_records(
+                self.study, [TrialState.COMPLETE, TrialState.PRUNED]) if r.search])
             for r in self.runners]
         self.objective = self.objectives[0]
 
@@ -299,6 +301,18 @@ class Search(SlotLoop):
     def _step_over(self) -> None:
         step_over(self.study, self.lock, self.space)  # trials of searches that died (hosts)
 
+    def _explore(self) -> None:
+        """After a copy, queue a random config not measured yet, so that the budget buys new
+        configurations (the sampler, converged on a small space, proposes what it measured)."""
+        fresh = unmeasured(
+            self.space, seed=None if self.settings.seed is None else self.settings.seed + self.done(),
+            new=lambda c: (self.objective.measured_before(c) is None
+                           and self.objective.memory_wall(c) is None
+                           and known_incompatible(c, self.settings.device) is None
+                           and all(c != p for _, p in self._ladder.pending)))
+        if fresh is not None:
+            self._ladder.add([(f"{EXPLORE}: {fresh.describe()}", fresh)], new_best=False)
+
     def _halted(self) -> bool:
         return self._signal is not None or self._stopped
 
@@ -309,6 +323,10 @@ class Search(SlotLoop):
         self._repeats = self._repeats + 1 if outcome.duplicate_of is not None else 0
         if outcome.duplicate_of is not None:
             records.write_duplicate(trial, outcome.duplicate_of)
+            if result.status is Status.PRUNED:
+                report_copy(trial, result.window_throughputs)
+            if s.guided:
+                self._explore()
         if result.fingerprint is not None and records.read_fingerprint(self.study) is None:
             records.write_fingerprint(self.study, result.fingerprint)
         role = records.read_role(trial)

@@ -9,6 +9,8 @@ sampler (TPE) takes over when it stops.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import optuna
 
 from autotune.adapter import Adapter
@@ -19,9 +21,31 @@ from autotune.study.recipes import hand_recipe
 from autotune.study.records import TrialRecord
 from autotune.study.searchspace import SearchSpace
 
-__all__ = ["Ladder", "enqueue", "follow_ups", "initial_starts"]
+__all__ = ["EXPLORE", "Ladder", "enqueue", "follow_ups", "initial_starts", "prunable", "unmeasured"]
 
 Start = tuple[str, TrainConfig]
+
+EXPLORE = "explore"
+"""The role prefix of a random config not measured yet, queued when the sampler proposed a
+config measured before: the budget buys a new configuration instead of a copy."""
+
+
+def prunable(role: str) -> bool:
+    """The sampler's own trials and exploration may be pruned; the guided starts (baseline,
+    recipe, follow-ups) are measured to the end: every ratio and the ladder depend on them."""
+    return role == "" or role.startswith(EXPLORE)
+
+
+def unmeasured(space: SearchSpace, new: Callable[[TrainConfig], bool], *, seed: int | None,
+               draws: int = 50) -> TrainConfig | None:
+    """A random config of the space for which `new` holds (not measured, not refused), or
+    None when `draws` random draws found none (a small space, spent)."""
+    scratch = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    for _ in range(draws):
+        config = space.suggest(scratch.ask())
+        if new(config):
+            return config
+    return None
 
 
 def initial_starts(space: SearchSpace, adapter: type[Adapter], *, device: str, cpus: int) -> list[Start]:

@@ -105,6 +105,18 @@ def test_a_config_measured_before_is_not_run_again(tmp_path: Path, earlier: Tria
     assert runner.requests == []
 
 
+def test_a_config_pruned_before_is_not_run_again(tmp_path: Path) -> None:
+    runner = FakeRunner()
+    config = TrainConfig(batch_size=16)
+    pruned = TrialResult(status=Status.PRUNED, reason="pruned after 2 window(s)",
+                         throughput=10.0, windows=2, window_throughputs=(9.0, 11.0))
+    finished = [TrialRecord(number=3, state=TrialState.PRUNED, value=None, config=config,
+                            result=pruned)]
+    outcome = objective(tmp_path, runner, finished)(7, config, limit=60.0)
+    assert outcome == Outcome(result=pruned, duplicate_of=3)
+    assert runner.requests == []
+
+
 def test_a_trial_without_a_result_is_not_reused(tmp_path: Path) -> None:
     runner = FakeRunner()
     config = TrainConfig(batch_size=16)

@@ -28,6 +28,7 @@ from autotune.study.records import TrialRecord, read_records
 from autotune.study.runner import InProcessRunner
 from autotune.study.search import Interrupted, Search, SearchSettings
 from autotune.study.space import SearchSpace, parse_space
+from autotune.study.starts import EXPLORE
 
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
 
@@ -194,6 +195,20 @@ def test_a_spent_space_ends_the_search_instead_of_filling_the_budget_with_copies
     # The baseline, then CONVERGED_REPEATS copies in a row: the sampler has nothing new.
     assert len(trials) == 1 + CONVERGED_REPEATS
     assert all(t.duplicate_of == 0 for t in trials[1:])
+
+
+def test_after_a_copy_a_config_not_measured_yet_is_explored(tmp_path: Path) -> None:
+    runner = FakeRunner()
+    space = space_of(SMALL, Tiny)
+    s = search(tmp_path, SMALL, trials=1_000_000, runner=runner, timeout=3600.0, confirm=0,
+               seed=3)
+    s.run()
+    measured = [r.config for r in runner.requests]
+    assert len(measured) == len(set(measured))  # each config run once
+    # The whole (small) space got measured, not a budget of copies of the sampler's favourite.
+    assert set(measured) == set(space.enumerate())
+    roles = [r.role for r in records_of(tmp_path)]
+    assert any(role.startswith(EXPLORE) for role in roles)
 
 
 class RecordingListener(QuietListener):
