@@ -155,6 +155,9 @@ def spread_warning(runs: Sequence[Run], *, unit: str,
     if cause:
         return f"{text}; likely cause: {cause}"
     if all(r.noise is not None for r in runs):
-        return (f"{text}; nothing measured explains it (no CPU time outside the trial, no other "
-                "GPU process, no throttling): the step's own time varies")
+        # Name only what was measured: a CPU trial has no GPU to have read.
+        gpu = any(r.noise is not None and r.noise.gpu_others is not None for r in runs)
+        seen = "no CPU time outside the trial, " + ("no other GPU process, " if gpu else "") \
+            + "no throttling"
+        return f"{text}; nothing measured explains it ({seen}): the step's own time varies"
     return f"{text}; no cause could be measured on this machine"

@@ -53,6 +53,12 @@ def test_runs_that_agree_get_no_warning() -> None:
 def test_spread_with_nothing_measured_to_blame_says_so() -> None:
     warning = spread_warning([run(100.0), run(150.0)], unit="samples")
     assert warning is not None and "nothing measured explains it" in warning
+    assert "no other GPU process" in warning  # the GPU was read
+    # A CPU trial read no GPU: the warning does not claim to have looked at one.
+    cpu_only = Noise(seconds=10.0, cpus=2, other_cpu_seconds=0.1)
+    on_cpu = spread_warning([run(100.0, cpu_only), run(150.0, cpu_only)], unit="samples")
+    assert on_cpu is not None and "nothing measured explains it" in on_cpu
+    assert "GPU" not in on_cpu
     unmeasured = spread_warning([run(100.0, None), run(150.0, None)], unit="samples")
     assert unmeasured is not None and "no cause could be measured" in unmeasured
 
