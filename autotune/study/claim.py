@@ -28,6 +28,7 @@ from optuna.trial import TrialState
 
 from autotune.contract.config import TrainConfig
 from autotune.study import records
+from autotune.study.processes import alive
 from autotune.study.searchspace import SearchSpace
 from autotune.study.starts import enqueue
 from autotune.study.storage import backend, fail_stale
@@ -169,7 +170,7 @@ class Claim:
         on this host and its process is no more)."""
         if time.time() > self.until:
             return True
-        return self.host == socket.gethostname() and not _alive(self.pid)
+        return self.host == socket.gethostname() and not alive(self.pid)
 
 
 def read_claim(study: optuna.Study) -> Claim | None:
@@ -211,13 +212,3 @@ def end_confirmation(study: optuna.Study, lock: StudyLock, *, finished: bool,
 
 def _me() -> tuple[str, int]:
     return socket.gethostname(), os.getpid()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

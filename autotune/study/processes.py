@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["TrialProcess", "kill_group", "kill_pgid"]
+__all__ = ["TrialProcess", "alive", "kill_group", "kill_pgid"]
 
 
 class TrialProcess(Protocol):
@@ -80,3 +80,16 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass  # the group is already empty
+
+
+def alive(pid: int) -> bool:
+    """Whether a process of this pid exists on this host (one of another user's counts)."""
+    if pid <= 0:  # 0 and negatives name process groups to os.kill, never one process
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

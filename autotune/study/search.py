@@ -13,7 +13,6 @@ command continues the same study.
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import time
@@ -31,6 +30,7 @@ from autotune.contract.host import available_cpus
 from autotune.contract.request import known_incompatible
 from autotune.contract.result import Status, TrialResult
 from autotune.study import records
+from autotune.study.processes import alive
 from autotune.study.claim import (
     Claim,
     StudyLock,
@@ -203,7 +203,7 @@ class Search(SlotLoop):
         host = socket.gethostname()
         for record in records.read_records(self.study, [TrialState.RUNNING]):
             owner = record.owner or {}
-            if owner.get("host") == host and not _alive(owner.get("pid", -1)):
+            if owner.get("host") == host and not alive(owner.get("pid", -1)):
                 result = TrialResult(status=Status.INTERRUPTED,
                                      reason="the process running it stopped before it finished")
                 try:
@@ -411,15 +411,3 @@ class Search(SlotLoop):
         finally:
             for sig, old in previous.items():
                 signal.signal(sig, old)
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
