@@ -9,12 +9,14 @@
 # "search" and then "sweep" as two calls on the same warm machine (the work stays in $WORK).
 # "test" runs the 2-GPU tests (tests/gpu/test_ddp_cuda.py: NCCL ranks, the multicast settings
 # in every rank, an OOM on rank 1) and nothing else.
+#   ADAPTER (default adapters/gpt.py), DEVICE (default cuda; cpu runs gloo ranks, for a dry run),
 #   BUDGET (seconds per search, default 150), SWEEP_SECONDS (timed seconds per sweep run,
 #   default 6; 0 skips it), SPACE (default "default"), WORK (default /tmp/gpu_ddp)
 set -u
 phase=${1:-all}
 BUDGET=${BUDGET:-150}; SWEEP_SECONDS=${SWEEP_SECONDS:-6}; SPACE=${SPACE:-default}
 WORK=${WORK:-/tmp/gpu_ddp}; OUT=${OUT:-$WORK/out}
+ADAPTER=${ADAPTER:-adapters/gpt.py}; DEVICE=${DEVICE:-cuda}
 . benchmarks/device_env.sh
 # The multi-GPU machines keep NVLink multicast off; autotune only adds to the environment, so
 # every rank inherits these (set them here too when the machine does not).
@@ -29,9 +31,9 @@ fi
 search() {  # NAME NPROC
   local name=$1 nproc=$2 dir=$WORK/$1
   rm -rf "$dir"
-  timeout $((BUDGET + 60)) python3 -m autotune search --adapter adapters/gpt.py --space "$SPACE" \
+  timeout $((BUDGET + 60)) python3 -m autotune search --adapter "$ADAPTER" --device "$DEVICE" --space "$SPACE" \
     --timeout "$BUDGET" --seed 0 --nproc-per-node "$nproc" --confirm 2 --confirm-repeats 1 \
-    --confirm-measure-seconds 8 --study-name "gpt-$name" --out "$dir" 2>&1 | tee "$OUT/$name-search.log" | tail -25
+    --confirm-measure-seconds 8 --study-name "ddp-$name" --out "$dir" 2>&1 | tee "$OUT/$name-search.log" | tail -25
   for f in best.yaml trials.csv throughput.png; do cp "$dir/$f" "$OUT/$name-$f" 2>/dev/null; done
 }
 
@@ -42,4 +44,4 @@ fi
 sweep=0
 if [ "$phase" = all ] || [ "$phase" = sweep ]; then sweep=$SWEEP_SECONDS; fi
 python3 benchmarks/ddp_scaling.py --one "$WORK/1rank" --many "$WORK/2rank" --nproc 2 \
-  --adapter adapters/gpt.py --sweep-seconds "$sweep" --out "$OUT" 2>&1 | tee "$OUT/ddp.log"
+  --adapter "$ADAPTER" --device "$DEVICE" --sweep-seconds "$sweep" --out "$OUT" 2>&1 | tee "$OUT/ddp.log"

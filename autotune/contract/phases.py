@@ -17,8 +17,11 @@ class Phase(str, enum.Enum):
     """The process starting: the interpreter and autotune's own modules (a fork: almost 0)."""
     IMPORT = "import"
     """Importing torch, the trial code and the adapter (a fork server's child has them)."""
+    DEVICE = "device"
+    """Starting the device: CUDA's context (NCCL's process groups for a DDP rank), the
+    machine's fingerprint."""
     MODEL = "model"
-    """Building the model on the device and its optimizer, applying the model-side knobs."""
+    """Building the model, moving it to the device, its optimizer, the model-side knobs."""
     DATASET = "dataset"
     """Building the dataset (unless a fork server built it) and the loader."""
     FIRST_BATCH = "first_batch"
@@ -47,6 +50,8 @@ def stalled(phase: str, seconds: float, *, compiling: bool = False, stepped: boo
         return f"the trial process was still starting after {s}"
     if phase == Phase.IMPORT:
         return f"still importing torch and the adapter after {s}"
+    if phase == Phase.DEVICE:
+        return f"still starting the device (CUDA, the process group) after {s}"
     if phase == Phase.MODEL:
         return f"still building the model and optimizer (adapter.model(), optimizer()) after {s}"
     if phase == Phase.DATASET:

@@ -56,7 +56,7 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
             for c in winner.confirmation
         ] if winner.confirmation else None,
         "study": _study_block(winner),
-        "diagnosis": _diagnosis(result),
+        "diagnosis": _diagnosis(_diagnosed(winner) or result),
         "measurement": {
             "trial": best.number,
             "spread": _round(result.spread),
@@ -252,6 +252,16 @@ def _host_cpu(result: TrialResult) -> dict[str, Any]:
         out["warning"] = (f"the hypervisor took {usage.steal_fraction:.0%} of the CPUs' time "
                           "while this was measured: CPU-bound rates vary between runs here")
     return out
+
+
+def _diagnosed(winner: Winner) -> TrialResult | None:
+    """Where the winner's diagnosis is: its search trial, else (a trial that did not beat the
+    best when it ran is not diagnosed) the first of its confirmation runs that was."""
+    result = winner.record.result
+    if result is not None and result.diagnosis is not None:
+        return result
+    runs = (winner.runs or {}).get(winner.record.number, ())
+    return next((r for r in runs if r.diagnosis is not None), None)
 
 
 def _diagnosis(result: TrialResult) -> dict[str, Any] | None:

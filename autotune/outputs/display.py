@@ -33,6 +33,7 @@ PLAIN_WIDTH = 160
 
 # What the status line says a trial is doing in each phase (contract/phases.py).
 _DOING = {Phase.START.value: "starting", Phase.IMPORT.value: "importing torch and the adapter",
+          Phase.DEVICE.value: "starting the device",
           Phase.MODEL.value: "building the model", Phase.DATASET.value: "building the dataset "
           "and loader", Phase.FIRST_BATCH.value: "waiting for the first batch",
           Phase.WARMUP.value: "warming up", Phase.WINDOWS.value: "timing windows",

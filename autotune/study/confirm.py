@@ -41,6 +41,8 @@ class Candidate:
     duration_seconds: float
     compile_seconds: float = 0.0
     baseline: bool = False
+    diagnosed: bool = True
+    """Whether its search trial was diagnosed; if not, its first fresh run is (for best.yaml)."""
 
 
 def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
@@ -64,7 +66,8 @@ def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
                   search_throughput=float(r.value or 0.0),
                   duration_seconds=float(getattr(r.result, "duration_seconds", 0.0) or 0.0),
                   compile_seconds=float(getattr(r.result, "compile_seconds", 0.0) or 0.0),
-                  baseline=r.baseline)
+                  baseline=r.baseline,
+                  diagnosed=getattr(r.result, "diagnosis", None) is not None)
         for r in chosen
     ]
 
@@ -131,7 +134,8 @@ def run_confirmation(
             if left < MIN_RUN_SECONDS:
                 return summarize(cands, runs)
             request = TrialRequest(adapter=str(adapter), config=cand.config, device=device,
-                                   measure=measure, number=cand.trial, diagnose=False,
+                                   measure=measure, number=cand.trial,
+                                   diagnose=not cand.diagnosed and not runs[cand.trial],
                                    save_compile_artifacts=cand.config.compile != "none")
             # Generous but bounded: twice what the trial took, compile caches are warm by now.
             limit = min(trial_timeout, 2 * cand.duration_seconds + 60, left)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 import platform
 import shutil
@@ -13,7 +14,7 @@ from typing import Any
 from autotune.contract.host import available_cpus
 from autotune.contract.result import Fingerprint
 
-__all__ = ["fingerprint"]
+__all__ = ["driver_version", "fingerprint"]
 
 
 def fingerprint(device: Any = None) -> Fingerprint:
@@ -39,7 +40,7 @@ def fingerprint(device: Any = None) -> Fingerprint:
             gpu_memory_gb=round(props.total_memory / 2**30, 1),
             gpu_capability=f"{props.major}.{props.minor}",
             gpu_multiprocessors=props.multi_processor_count,
-            driver=_driver_version(),
+            driver=driver_version(),
         )
     return Fingerprint(**facts)
 
@@ -69,7 +70,9 @@ def _cgroup_cpu_limit() -> float | None:
         return None
 
 
-def _driver_version() -> str | None:
+@functools.cache
+def driver_version() -> str | None:
+    """The NVIDIA driver's version from nvidia-smi (None without it); asked once a process."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None

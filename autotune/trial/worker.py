@@ -94,12 +94,13 @@ def run_trial(request: TrialRequest, events: Path | None = None,
                 blame(exc, "the adapter file")
                 raise
         unit = adapter_cls.unit
-        # Starting the device (CUDA's first call takes seconds) belongs to building the model.
-        phases.enter(Phase.MODEL)
+        # Starting the device (CUDA's first call takes seconds) is a phase of its own.
+        phases.enter(Phase.DEVICE)
         if rank is not None:
             rank.setup()  # the process groups (NCCL starts here, with CUDA)
         facts["fingerprint"] = fingerprint(device)
         if device.type == "cuda":
+            torch.empty(1, device=device)  # the context itself is made at the first allocation
             torch.cuda.reset_peak_memory_stats(device)
         try:
             adapter = adapter_cls()

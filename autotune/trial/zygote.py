@@ -41,7 +41,7 @@ def _preload(adapter_path: str) -> tuple[Any, str]:
     import torch._dynamo  # noqa: F401 -- optimizers import it lazily: 1.4 s of each trial
     import autotune.trial.compose  # noqa: F401 -- imported once here, not in every trial
     import autotune.trial.diagnose  # noqa: F401
-    import autotune.trial.fingerprint  # noqa: F401
+    import autotune.trial.fingerprint
     from autotune.adapter import load_adapter
     from autotune.trial.worker import Preloaded
 
@@ -49,6 +49,9 @@ def _preload(adapter_path: str) -> tuple[Any, str]:
         import torch._inductor.compile_fx  # noqa: F401
     except ImportError:
         pass
+    # nvidia-smi answers without CUDA in this process; asked once here, each child has the answer
+    # (0.2-1 s a trial otherwise).
+    autotune.trial.fingerprint.driver_version()
     adapter_cls = load_adapter(adapter_path)
     # One intra-op thread while building: a process whose OpenMP pool has started is not
     # safe to fork. Each child gets the usual thread count back.

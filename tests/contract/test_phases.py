@@ -9,8 +9,8 @@ from autotune.contract.phases import PHASES, Phase, stalled
 
 
 def test_phases_in_the_order_a_trial_goes_through_them() -> None:
-    assert PHASES == ("start", "import", "model", "dataset", "first_batch", "warmup", "windows",
-                      "diagnosis")
+    assert PHASES == ("start", "import", "device", "model", "dataset", "first_batch", "warmup",
+                      "windows", "diagnosis")
     assert [p.value for p in Phase] == list(PHASES)
 
 

@@ -80,6 +80,24 @@ def test_diagnosis_is_plain_and_rounded(tmp_path: Path) -> None:
                                 "cpu_busy_fraction": 0.5, "unreliable": ""}
 
 
+def test_an_undiagnosed_winner_takes_its_confirmation_runs_diagnosis(tmp_path: Path) -> None:
+    # A search trial that did not beat the best when it ran is not diagnosed; its first fresh
+    # confirmation run is, and best.yaml reports that one.
+    diagnosis = {"verdict": "compute-bound", "suggestion": "", "throughput": 290.0,
+                 "loader_rate": 9000.0, "compute_rate": 300.0, "data_wait_fraction": 0.01,
+                 "gpu_busy_fraction": 0.97}
+    record = measured()
+    runs = {1: (measured(9).result, measured(10, diagnosis=diagnosis).result)}
+    entry = ConfirmationEntry(trial=1, baseline=False, search_throughput=300.0,
+                              throughputs=(300.0, 300.0), median=300.0, spread=0.0,
+                              statuses=("ok", "ok"))
+    doc = best_document(Winner(record, 300.0, 100.0, [entry], runs=runs), INFO, FINGERPRINT,
+                        settings(tmp_path))
+    assert doc["diagnosis"]["verdict"] == "compute-bound"
+    assert doc["diagnosis"]["compute_rate"] == 300.0
+    assert document(tmp_path, record)["diagnosis"] is None  # none anywhere: none reported
+
+
 def test_host_cpu_goes_into_best_yaml_with_a_steal_warning(tmp_path: Path) -> None:
     def measurement(steal: float) -> dict[str, Any]:
         record = measured(host_cpu={"busy_fraction": 0.96, "steal_fraction": steal})

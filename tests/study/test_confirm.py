@@ -3,6 +3,7 @@ reported; and one real small study in this process that confirms its leaders."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from optuna.trial import TrialState
 
 from autotune import Adapter, MeasureSettings, Status, TrainConfig, TrialResult, load_config
 from autotune.contract.request import TrialRequest
+from autotune.contract.result import Diagnosis, Verdict
 from autotune.outputs.best import best_document
 from autotune.outputs.display import QuietListener
 from autotune.outputs.report import write_outputs
@@ -33,6 +35,9 @@ from autotune.study.space import parse_space
 from autotune.study.winner import pick_winner
 
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
+DIAGNOSIS = Diagnosis(verdict=Verdict.COMPUTE, suggestion="", throughput=300.0,
+                      loader_rate=1e4, compute_rate=310.0, data_wait_fraction=0.0,
+                      gpu_busy_fraction=None)
 
 
 def config(**changes: Any) -> dict[str, Any]:
@@ -280,6 +285,25 @@ def test_requests_folders_and_time_limits(tmp_path: Path) -> None:
         assert timeout == min(300.0, 2 * c.duration_seconds + 60)
     assert {timeout for n, _, timeout, _ in runner.calls if n == 0} == {300.0}
     assert {timeout for n, _, timeout, _ in runner.calls if n == 3} == {100.0}
+
+
+def test_a_candidate_the_search_did_not_diagnose_is_diagnosed_in_its_first_run_only(
+        tmp_path: Path) -> None:
+    runner = ScriptedRunner(TIED)
+    cands = [dataclasses.replace(TIED_CANDS[0], diagnosed=False), *TIED_CANDS[1:]]
+    confirm(runner, tmp_path, cands=cands, repeats=2, max_repeats=2)
+    asked = [(number, request.diagnose) for number, _, _, request in runner.calls]
+    assert [d for n, d in asked if n == 3] == [True, False]
+    assert not any(d for n, d in asked if n != 3)
+
+
+def test_candidates_know_whether_their_search_trial_was_diagnosed() -> None:
+    diagnosed = trial(1, 300.0, batch_size=16)
+    assert diagnosed.result is not None
+    diagnosed = dataclasses.replace(diagnosed, result=diagnosed.result.replace(
+        diagnosis=DIAGNOSIS))
+    by = {c.trial: c for c in candidates([trial(0, 100.0, baseline=True), diagnosed], k=2)}
+    assert by[1].diagnosed is True and by[0].diagnosed is False
 
 
 def test_summary_has_medians_sorted_fastest_first(tmp_path: Path) -> None:

@@ -164,13 +164,13 @@ def test_an_implied_oom_is_no_wall_of_its_own(tmp_path: Path) -> None:
 # -- diagnosis only where it can matter ----------------------------------------------------------
 
 
-def test_a_trial_is_diagnosed_only_if_it_comes_near_the_best(tmp_path: Path) -> None:
+def test_a_trial_is_diagnosed_only_if_it_beats_the_best(tmp_path: Path) -> None:
     runner = FakeRunner()
     finished = [record(0, TrainConfig(batch_size=8), TrialResult(status=Status.OK, throughput=1000.0)),
                 record(1, TrainConfig(batch_size=32), OOM)]
     objective(tmp_path, runner, finished)(2, TrainConfig(batch_size=16), limit=60.0)
     (request,) = runner.requests
-    assert request.diagnose_from == pytest.approx(900.0)
+    assert request.diagnose_from == pytest.approx(1000.0)
     assert TrialRequest.from_dict(request.to_dict()) == request
 
 

@@ -396,8 +396,11 @@ def test_confirmation_reruns_the_leaders_and_the_baseline(tmp_path: Path) -> Non
     s = search(tmp_path, LARGE, trials=4, runner=runner, confirm=2, confirm_repeats=2)
     winner = s.run()
     searched = [t for t in records_of(tmp_path) if t.search and t.duplicate_of is None]
-    confirm_requests = [r for r in runner.requests if not r.diagnose]  # re-runs only time
-    assert len(runner.requests) == len(searched) + len(confirm_requests)
+    confirm_requests = runner.requests[len(searched):]  # after every search trial's request
+    # A config the search did not diagnose is diagnosed in its first fresh run, never again.
+    diagnosed = [r.config for r in confirm_requests if r.diagnose]
+    assert len(diagnosed) == len(set(diagnosed))
+    assert all(next(r for r in confirm_requests if r.config == c).diagnose for c in diagnosed)
     ok = sorted(searched, key=lambda t: -(t.value or 0.0))
     leaders = {t.config for t in ok[:2]}
     expected = leaders | {TrainConfig(batch_size=8)}

@@ -114,7 +114,8 @@ def test_a_failure_is_a_result_with_the_phases_it_reached(
     assert result.reason == "ValueError: bad batch in the user's loss"
     assert result.contract_error == "loss(model, batch)"  # the adapter's own code raised
     # It failed warming up, after the first batch arrived.
-    assert list(result.phases) == ["start", "import", "model", "dataset", "first_batch", "warmup"]
+    assert list(result.phases) == ["start", "import", "device", "model", "dataset", "first_batch",
+                                   "warmup"]
     assert result.fingerprint is not None  # what was learned before the failure is kept
     assert result.blocks_checkpointed == 0
     assert result.throughput is None and result.peak_rss_mb is not None
