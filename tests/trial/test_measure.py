@@ -188,15 +188,35 @@ def test_alternating_windows_stop_at_the_budget() -> None:
 def test_window_length_covers_three_rounds_of_workers(
     num_workers: int, grad_accum: int, expected: int
 ) -> None:
-    m, _ = run(lambda n: FAST, window_seconds=4 * FAST, min_window_steps=3,
-               num_workers=num_workers, grad_accum=grad_accum)
+    # Steps that wait for data (a tenth of each): the workers' bursts show in short windows.
+    m, _ = run(lambda n: FAST, wait=FAST / 10, window_seconds=4 * FAST, min_window_steps=3,
+               num_workers=num_workers, grad_accum=grad_accum, prefetch_batches=2)
     assert {w.steps for w in m.windows} == {expected}
 
 
 def test_window_with_many_workers_is_not_cut_by_the_time_cap() -> None:
     # 8 workers, 1/4 s steps, 1 s windows: 3 rounds of the workers take 24 steps (6 s).
-    m, _ = run(lambda n: 0.25, window_seconds=1.0, min_window_steps=3, num_workers=8,
+    m, _ = run(lambda n: 0.25, wait=0.05, window_seconds=1.0, min_window_steps=3, num_workers=8,
                grad_accum=1, max_windows=3)
+    assert {w.steps for w in m.windows} == {24}
+
+
+@pytest.mark.parametrize(("wait", "expected"), [(0.0, 4), (FAST * 0.009, 4), (FAST * 0.02, 24)])
+def test_a_loader_that_kept_up_in_warm_up_leaves_windows_to_window_seconds(
+        wait: float, expected: int) -> None:
+    # 8 workers; warm-up drained 16 prefetched batches. Waiting under 1% of those steps' time
+    # means the batches were there: windows of window_seconds (4 steps), not 3 rounds (24).
+    m, step = run(lambda n: FAST, wait=wait, window_seconds=4 * FAST, min_window_steps=3,
+                  num_workers=8, prefetch_batches=16)
+    assert {w.steps for w in m.windows} == {expected}
+    assert m.warmup_steps >= 16
+
+
+def test_a_loader_not_drained_in_warm_up_keeps_the_rounds_rule() -> None:
+    # No prefetched batches were drained after settling (warm-up gave up unsettled): nothing
+    # says the loader keeps up, so windows still span 3 rounds of the 8 workers.
+    m, _ = run(lambda n: FAST * (1 + n % 2), window_seconds=4 * FAST, min_window_steps=3,
+               num_workers=8, max_warmup_steps=6, settle_ratio=1.05)
     assert {w.steps for w in m.windows} == {24}
 
 
