@@ -14,9 +14,7 @@ command continues the same study.
 from __future__ import annotations
 
 import signal
-import socket
 import time
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any
@@ -25,12 +23,11 @@ import optuna
 from optuna.trial import TrialState
 
 from autotune.adapter import Adapter
-from autotune.contract.errors import ContractError, InputError
+from autotune.contract.errors import ContractError
 from autotune.contract.host import available_cpus
 from autotune.contract.request import known_incompatible
 from autotune.contract.result import Status, TrialResult
 from autotune.study import records
-from autotune.study.processes import alive
 from autotune.study.claim import (
     Claim,
     StudyLock,
@@ -48,14 +45,14 @@ from autotune.study.confirm import (
 )
 from autotune.study.layout import Layout
 from autotune.study.objective import Objective, Outcome
+from autotune.study.opening import open_study, recover_stale
 from autotune.study.parallel import SlotLoop
-from autotune.study.pruning import IncumbentPruner, report_copy
+from autotune.study.pruning import report_copy
 from autotune.study.runner import Runner
 from autotune.study.searchspace import SearchSpace
 from autotune.study.settings import SearchListener, SearchSettings
 from autotune.study.slots import GangRunner, Job, Slots
 from autotune.study.starts import EXPLORE, Ladder, enqueue, follow_ups, initial_starts, unmeasured
-from autotune.study.storage import open_storage
 from autotune.study.winner import Winner, best_and_baseline, pick_winner
 
 __all__ = ["Interrupted", "Search", "SearchListener", "SearchSettings"]
@@ -121,7 +118,7 @@ class Search(SlotLoop):
         """The guided follow-ups not yet run, the newest best's first."""
         self._beats: dict[int, ExitStack] = {}
         """The heartbeat of each trial asked and not yet told (a server database only)."""
-        self.study = self._open_study()
+        self.study = open_study(settings, adapter, space, self.layout)
         self.lock = StudyLock(self.study, settings.storage)
         """Excludes the other searches of this study (other hosts) from check-then-write steps."""
         self.confirmed_by: Claim | None = None
@@ -134,83 +131,6 @@ class Search(SlotLoop):
                 self.study, [TrialState.COMPLETE, TrialState.PRUNED]) if r.search])
             for r in self.runners]
         self.objective = self.objectives[0]
-
-    # -- setup -----------------------------------------------------------------------------
-
-    def _open_study(self) -> optuna.Study:
-        s = self.settings
-        sampler: optuna.samplers.BaseSampler
-        if s.sampler == "random":
-            sampler = optuna.samplers.RandomSampler(seed=s.seed)
-        else:
-            with warnings.catch_warnings():
-                # multivariate/group/constant_liar are "experimental" in Optuna: chosen knowingly.
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                sampler = optuna.samplers.TPESampler(
-                    seed=s.seed,
-                    multivariate=True,
-                    group=True,  # conditional knobs (prefetch only with workers) form groups
-                    constant_liar=True,  # processes sharing a study do not propose the same config
-                    n_startup_trials=5,
-                )
-        study = optuna.create_study(
-            storage=open_storage(s.storage, s.heartbeat),
-            study_name=s.study_name,
-            direction="maximize",
-            sampler=sampler,
-            pruner=IncumbentPruner() if s.prune else optuna.pruners.NopPruner(),
-            load_if_exists=True,
-        )
-        self._check_layout(study)
-        info = records.read_info(study)
-        if info is None:
-            records.write_info(study, records.StudyInfo(
-                adapter=str(s.adapter), unit=self.adapter.unit, space=self.space.source,
-                device=s.device, nproc_per_node=s.nproc_per_node))
-        elif info.unit != self.adapter.unit:
-            raise InputError(
-                f"study {s.study_name!r} in {s.storage} measures {info.unit}, this adapter "
-                f"{self.adapter.unit}; pass another --study-name for a new study"
-            )
-        elif info.device != s.device:
-            raise InputError(
-                f"study {s.study_name!r} in {s.storage} was measured on {info.device}, this "
-                f"run is on {s.device}: their throughputs cannot be ranked together; pass "
-                f"--device {info.device} or another --study-name"
-            )
-        elif info.nproc_per_node != s.nproc_per_node:
-            raise InputError(
-                f"study {s.study_name!r} in {s.storage} ran {info.nproc_per_node} rank(s) per "
-                f"trial, this run {s.nproc_per_node}: their throughputs cannot be ranked "
-                f"together; pass --nproc-per-node {info.nproc_per_node} or another --study-name"
-            )
-        return study
-
-    def _check_layout(self, study: optuna.Study) -> None:
-        """Rates measured with another CPU share per trial do not rank together."""
-        cpus = self.layout.cpus_per_trial
-        stored = records.read_layout(study)
-        if stored is None:
-            records.write_layout(study, cpus_per_trial=cpus, trials_at_once=self.layout.concurrent)
-        elif stored != cpus:
-            raise InputError(
-                f"study {self.settings.study_name!r} in {self.settings.storage} was measured with "
-                f"{stored} CPUs per trial, this run gives each trial {cpus}: input-bound rates "
-                f"differ; pass --cpus-per-trial {stored} or another --study-name")
-
-    def _recover_stale(self) -> None:
-        """Trials left RUNNING by a process on this host that is gone become FAIL (interrupted)."""
-        host = socket.gethostname()
-        for record in records.read_records(self.study, [TrialState.RUNNING]):
-            owner = record.owner or {}
-            if owner.get("host") == host and not alive(owner.get("pid", -1)):
-                result = TrialResult(status=Status.INTERRUPTED,
-                                     reason="the process running it stopped before it finished")
-                try:
-                    records.fail_stale(self.study, records.trial_id(self.study, record.number),
-                                       result)
-                except optuna.exceptions.UpdateFinishedTrialError:
-                    pass  # finished meanwhile by someone else
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -226,7 +146,7 @@ class Search(SlotLoop):
         """Search, then confirm the top configs; returns the winner best.yaml reports."""
         s = self.settings
         s.out.mkdir(parents=True, exist_ok=True)
-        self._recover_stale()
+        recover_stale(self.study)
         starts = initial_starts(self.space, self.adapter, device=s.device,
                                 cpus=s.cpus or available_cpus())
         with self.lock:  # two hosts starting together enqueue the baseline once
