@@ -74,6 +74,9 @@ class TrialRequest:
     diagnose_from: float | None = None
     """Diagnose only when the measured throughput reaches this (a fraction of the best so far):
     the search follows the best trial's diagnosis, and a slower trial's costs seconds."""
+    time_limit: float | None = None
+    """Seconds the parent lets the trial run, from its start (None: no limit): the diagnosis is
+    skipped when too little is left, so that a measured trial is not killed in it."""
     check_env: bool = True
     """Verify the allocator environment reached this process (off for the in-process twin)."""
     save_compile_artifacts: bool = False
@@ -99,6 +102,7 @@ class TrialRequest:
             "number": self.number,
             "diagnose": self.diagnose,
             "diagnose_from": self.diagnose_from,
+            "time_limit": self.time_limit,
             "check_env": self.check_env,
             "save_compile_artifacts": self.save_compile_artifacts,
             "nproc_per_node": self.nproc_per_node,
@@ -115,6 +119,7 @@ class TrialRequest:
             number=data["number"],
             diagnose=data["diagnose"],
             diagnose_from=data.get("diagnose_from"),
+            time_limit=data.get("time_limit"),
             check_env=data["check_env"],
             save_compile_artifacts=data.get("save_compile_artifacts", False),
             nproc_per_node=data.get("nproc_per_node", 1),

@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Preloaded", "main", "run_trial", "serve", "settings_for"]
 
+DIAGNOSIS_RESERVE = 15.0
+"""Seconds that must be left of the trial's time limit to start the diagnosis (it took 1.5-12 s
+on an H100): a GPT-2 trial on an H200 was killed 1 s into it, its windows measured and lost."""
+
 
 def settings_for(config: TrainConfig, base: MeasureSettings) -> MeasureSettings:
     """Fill in what the measurement must know about the loader and accumulation."""
@@ -138,7 +142,10 @@ def run_trial(request: TrialRequest, events: Path | None = None,
             facts.update(_compile_cache_counts())
             if request.save_compile_artifacts and events is not None:
                 facts["compile_artifacts"] = _save_compile_artifacts(events.parent)
-        if request.diagnose and rank is None \
+        # Never near the time limit: a trial killed in its diagnosis would lose its measurement.
+        in_time = request.time_limit is None \
+            or request.time_limit - phases.elapsed() >= DIAGNOSIS_RESERVE
+        if request.diagnose and rank is None and in_time \
                 and m.throughput >= (request.diagnose_from or 0.0):
             phases.enter(Phase.DIAGNOSIS)
             facts.update(_diagnose(step, m, settings.prefetch_batches,
@@ -179,6 +186,11 @@ class _Phases:
         self.seconds: dict[str, float] = {}
         self.current: str = Phase.START.value
         self.since = time.perf_counter() if started is None else started
+        self.began = self.since
+        """When the trial's process (or fork) began: what its time limit counts from."""
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.began
 
     def emit(self, event: dict[str, Any]) -> None:
         if self.events is not None:

@@ -15,7 +15,8 @@ from helpers import PID_DIR_ENV, TEST_ADAPTERS, recorded_pids
 from autotune import HostCpu, MeasureSettings, Status, TrainConfig, TrialResult, load_adapter
 from autotune.contract.phases import PHASES
 from autotune.contract.request import TrialRequest
-from autotune.trial.worker import Preloaded, _one_line, main, run_trial, serve, settings_for
+from autotune.trial.worker import (DIAGNOSIS_RESERVE, Preloaded, _one_line, main, run_trial, serve,
+                                   settings_for)
 
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
 
@@ -102,6 +103,18 @@ def test_a_trial_slower_than_the_diagnosis_threshold_is_not_diagnosed(tiny_adapt
     assert "diagnosis" not in result.phases and result.diagnosis is None
     reached = run_trial(request_for(tiny_adapter, diagnose_from=1e-9))
     assert "diagnosis" in reached.phases and reached.diagnosis is not None
+
+
+def test_no_diagnosis_starts_near_the_time_limit(tiny_adapter: Path) -> None:
+    # The trial began 100 s ago; its limit is 110 s: 10 s left, less than the reserve.
+    began = time.perf_counter() - 100.0
+    result = run_trial(request_for(tiny_adapter, time_limit=110.0), started=began)
+    assert result.status is Status.OK, result.reason
+    assert DIAGNOSIS_RESERVE > 10.0
+    assert "diagnosis" not in result.phases and result.diagnosis is None
+    roomy = run_trial(request_for(tiny_adapter, time_limit=100.0 + 2 * DIAGNOSIS_RESERVE + 60.0),
+                      started=began)
+    assert "diagnosis" in roomy.phases and roomy.diagnosis is not None
 
 
 def test_a_failure_is_a_result_with_the_phases_it_reached(
