@@ -85,6 +85,8 @@ def sweep(adapter: str, winner: TrainConfig, nproc: int, seconds: float, out: Pa
 
 
 def plot(rates: dict[str, float | str], path: Path, unit: str) -> None:
+    """Each variant's rate against the winner's (the mean of its two runs), in percent, with the
+    drift between those two runs shaded: a difference inside it is noise."""
     try:
         import matplotlib
 
@@ -94,12 +96,27 @@ def plot(rates: dict[str, float | str], path: Path, unit: str) -> None:
         print("matplotlib is not installed: no figure (pip install matplotlib)")
         return
     names = [n for n, r in rates.items() if isinstance(r, float)]
-    fig, ax = plt.subplots(figsize=(8, 0.5 * len(names) + 1.5))
-    ax.barh(names, [rates[n] for n in names], color=["tab:green" if n.startswith("winner")
-                                                     else "tab:blue" for n in names])
+    runs = [float(rates[n]) for n in ("winner", "winner again") if isinstance(rates.get(n), float)]
+    if not runs:
+        print("the winner did not run ok: no figure")
+        return
+    ref = sum(runs) / len(runs)
+    drift = 100 * (max(runs) - min(runs)) / ref / 2
+    change = [100 * (float(rates[n]) / ref - 1) for n in names]
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(names) + 1.8))
+    ax.axvspan(-drift, drift, color="0.85", label=f"winner's own drift (±{drift:.2f}%)")
+    ax.barh(names, change, color=["tab:green" if n.startswith("winner") else "tab:blue"
+                                  for n in names])
+    for y, (n, c) in enumerate(zip(names, change)):
+        ax.annotate(f"{c:+.2f}%  ({float(rates[n]) / 1e3:.1f}k)", (c, y), xytext=(4, 0),
+                    textcoords="offset points", va="center", fontsize=8)
+    ax.axvline(0, color="black", lw=0.8)
     ax.invert_yaxis()
-    ax.set_xlabel(f"global {unit}/s")
-    ax.set_title("DDP knobs, one at a time from the winner")
+    ax.set_xlabel(f"change against the winner ({ref / 1e3:.1f}k global {unit}/s), %")
+    ax.set_title("DDP knobs, one at a time from the winner (fresh runs, in this order)")
+    ax.legend(loc="lower right", fontsize=8)
+    lo, hi = min(change + [-drift]), max(change + [drift])
+    ax.set_xlim(lo - 0.5, hi + 1.5)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -139,7 +156,7 @@ def main() -> int:
                                   args.out, args.many / "compile-cache", args.device)
         doc["knob_sweep_seconds"] = round(time.monotonic() - started)
         unit = (yaml.safe_load((args.many / "best.yaml").read_text()).get("throughput")
-                or {}).get("unit", "items")
+                or {}).get("unit", "items/s").removesuffix("/s")
         plot(doc["knob_sweep"], args.out / "ddp-knobs.png", unit)
     (args.out / "ddp.json").write_text(json.dumps(doc, indent=2, default=str))
     print(f"wrote {args.out / 'ddp.json'}")
