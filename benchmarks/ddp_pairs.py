@@ -28,6 +28,18 @@ from autotune.study.ddp_runner import DDPRunner  # noqa: E402
 from autotune.study.runner import SubprocessRunner  # noqa: E402
 
 
+def write(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
+    doc = {
+        "what": "the same per-rank config as 1 plain process and as N DDP ranks, alternating "
+                "fresh runs; efficiency = median N-rank global rate / (N x median 1-process rate)",
+        "adapter": args.adapter, "nproc_per_node": args.nproc, "repeats": args.repeats,
+        "timed_seconds_per_run": args.seconds, "configs": rows,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "ddp-pairs.json").write_text(json.dumps(doc, indent=2))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--adapter", required=True)
@@ -73,15 +85,7 @@ def main() -> int:
             "failures": failures,
         })
         print(f"{path}: scaling efficiency {rows[-1]['scaling_efficiency']}", flush=True)
-    doc = {
-        "what": "the same per-rank config as 1 plain process and as N DDP ranks, alternating "
-                "fresh runs; efficiency = median N-rank global rate / (N x median 1-process rate)",
-        "adapter": args.adapter, "nproc_per_node": args.nproc, "repeats": args.repeats,
-        "timed_seconds_per_run": args.seconds, "configs": rows,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "ddp-pairs.json").write_text(json.dumps(doc, indent=2))
+        write(args, rows)  # after each config: a run cut short keeps what it measured
     print(f"wrote {args.out / 'ddp-pairs.json'}")
     return 0
 
