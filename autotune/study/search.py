@@ -23,6 +23,7 @@ import optuna
 from optuna.trial import TrialState
 
 from autotune.adapter import Adapter
+from autotune.contract.config import TrainConfig
 from autotune.contract.errors import ContractError
 from autotune.contract.host import available_cpus
 from autotune.contract.request import known_incompatible
@@ -52,7 +53,15 @@ from autotune.study.runner import Runner
 from autotune.study.searchspace import SearchSpace
 from autotune.study.settings import SearchListener, SearchSettings
 from autotune.study.slots import GangRunner, Job, Slots
-from autotune.study.starts import EXPLORE, Ladder, enqueue, follow_ups, initial_starts, unmeasured
+from autotune.study.starts import (
+    EXPLORE,
+    Ladder,
+    diagnosed_recipe,
+    enqueue,
+    follow_ups,
+    initial_starts,
+    unmeasured,
+)
 from autotune.study.winner import Winner, best_and_baseline, pick_winner
 
 __all__ = ["Interrupted", "Search", "SearchListener", "SearchSettings"]
@@ -116,6 +125,8 @@ class Search(SlotLoop):
         """Trials in a row that copied an earlier trial's result (see CONVERGED_REPEATS)."""
         self._ladder = Ladder()
         """The guided follow-ups not yet run, the newest best's first."""
+        self._recipe: TrainConfig | None = None
+        """The hand recipe while it waits for the baseline's diagnosis (one slot)."""
         self._beats: dict[int, ExitStack] = {}
         """The heartbeat of each trial asked and not yet told (a server database only)."""
         self.study = open_study(settings, adapter, space, self.layout)
@@ -149,8 +160,14 @@ class Search(SlotLoop):
         recover_stale(self.study)
         starts = initial_starts(self.space, self.adapter, device=s.device,
                                 cpus=s.cpus or available_cpus())
+        # One trial at a time: the recipe waits for the baseline's diagnosis, which points it
+        # (`diagnosed_recipe`); with several slots it runs beside the baseline as it is.
+        self._recipe = dict(starts).get("recipe") if s.guided and len(self.runners) == 1 \
+            else None
         with self.lock:  # two hosts starting together enqueue the baseline once
-            enqueue(self.study, self.space, starts if s.guided else starts[:1])
+            enqueue(self.study, self.space,
+                    starts if s.guided and self._recipe is None else starts[:1])
+        self._queue_recipe()  # a continued study whose baseline ran already
         deadline = None if s.timeout is None else self.clock() + s.timeout
         self.listener.started(s, self.done(), self.adapter.unit)
         with self._signals():
@@ -233,6 +250,21 @@ class Search(SlotLoop):
         if fresh is not None:
             self._ladder.add([(f"{EXPLORE}: {fresh.describe()}", fresh)], new_best=False)
 
+    def _queue_recipe(self) -> None:
+        """Once the baseline has a result, queue the recipe its diagnosis points (first)."""
+        if self._recipe is None:
+            return
+        if records.role_taken(self.study, "recipe"):
+            self._recipe = None
+            return
+        baseline = next((r for r in records.read_records(self.study, [TrialState.COMPLETE])
+                         if r.baseline and r.result is not None), None)
+        if baseline is None:
+            return
+        recipe = diagnosed_recipe(self.space, self._recipe, baseline, device=self.settings.device)
+        self._ladder.add([("recipe", recipe)], new_best=True)
+        self._recipe = None
+
     def _halted(self) -> bool:
         return self._signal is not None or self._stopped
 
@@ -256,6 +288,8 @@ class Search(SlotLoop):
         self._tell(trial, result, budget_cut=job.budget_cut, says_nothing=broken)
         if records.read_confirmation(self.study) is not None:
             records.write_confirmation(self.study, None)  # stale: the study has a new trial
+        if role == records.BASELINE:
+            self._queue_recipe()
         if role and role != records.BASELINE and s.guided:
             recs = records.read_records(self.study)
             done = next(r for r in recs if r.number == trial.number)

@@ -15,15 +15,20 @@ import optuna
 
 from autotune.adapter import Adapter
 from autotune.contract.config import TrainConfig
+from autotune.contract.request import known_incompatible
 from autotune.contract.result import Status, Verdict
 from autotune.study import records
 from autotune.study.recipes import hand_recipe
 from autotune.study.records import TrialRecord
 from autotune.study.searchspace import SearchSpace
 
-__all__ = ["EXPLORE", "Ladder", "enqueue", "follow_ups", "initial_starts", "prunable", "unmeasured"]
+__all__ = ["EXPLORE", "Ladder", "diagnosed_recipe", "enqueue", "follow_ups", "initial_starts",
+           "prunable", "unmeasured"]
 
 Start = tuple[str, TrainConfig]
+
+FOLLOW = "follow: "
+"""The role prefix of a guided follow-up."""
 
 EXPLORE = "explore"
 """The role prefix of a random config not measured yet, queued when the sampler proposed a
@@ -57,6 +62,33 @@ def initial_starts(space: SearchSpace, adapter: type[Adapter], *, device: str, c
     return starts
 
 
+def diagnosed_recipe(space: SearchSpace, recipe: TrainConfig, baseline: TrialRecord, *,
+                     device: str) -> TrainConfig:
+    """The hand recipe as the baseline's diagnosis points it: every core loading when the
+    baseline is input-bound; the largest batch when it is compute-bound (the device is used
+    better the more it is given) or overhead-bound (a launch-bound step takes about as long at
+    any batch), with CUDA graphs when overhead-bound on a GPU. Each is a step the ladder would take
+    after the recipe anyway, and each step skipped is a trial saved, a cold compile where the
+    batch changes (GPT-2 on an H100: 34-42 s). A batch that does not fit is halved back from
+    there (`_bisect`). Unchanged when the baseline was not diagnosed."""
+    diagnosis = baseline.result.diagnosis if baseline.result is not None else None
+    verdict = diagnosis.verdict if diagnosis is not None else None
+    if verdict is Verdict.INPUT:
+        workers = max((w for w in space.values("num_workers") if isinstance(w, int)), default=0)
+        more = space.changed(recipe, num_workers=workers)
+        return more if workers > recipe.num_workers and space.holds(more) else recipe
+    if verdict not in (Verdict.COMPUTE, Verdict.OVERHEAD):
+        return recipe
+    larger = [b for b in space.batch_sizes() if b > recipe.batch_size]
+    tuned = space.with_batch(recipe, larger[-1]) if larger else recipe
+    if verdict is Verdict.OVERHEAD and device == "cuda" \
+            and "reduce-overhead" in space.values("compile"):
+        graphs = tuned.replace(compile="reduce-overhead")
+        if known_incompatible(graphs, device) is None and space.holds(graphs):
+            tuned = graphs
+    return tuned if space.holds(tuned) else recipe
+
+
 def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, *,
                device: str) -> list[Start]:
     """What an expert tries after a guided trial: climb first, then check the choices made.
@@ -74,11 +106,12 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
     config = best.config
     diagnosis = best.result.diagnosis
     verdict = diagnosis.verdict if diagnosis is not None else None
-    if best.number != done.number and done.role != "recipe":
+    if best.number != done.number:
         between = _bisect(space, done, best)
         if between is not None:
             return _label(space, [between])
-        return _label(space, _checks(space, config, device, verdict))
+        if done.role != "recipe":
+            return _label(space, _checks(space, config, device, verdict))
     climb: list[TrainConfig] = []
     if verdict is Verdict.OVERHEAD and "reduce-overhead" in space.values("compile") \
             and config.compile != "reduce-overhead":
@@ -114,14 +147,17 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
 
 def _bisect(space: SearchSpace, done: TrialRecord, best: TrialRecord) -> TrainConfig | None:
     """After a larger batch than the best's ran out of memory, the batch halfway between them
-    (the best config's other knobs kept), while one is left between."""
+    (the best config's other knobs kept), while one is left between. The recipe's climb (tried
+    at the largest batch, `diagnosed_recipe`) halves from the user's batch, keeping its knobs."""
     if done.status is not Status.OOM or done.config is None or best.config is None:
         return None
     low, high = best.config.batch_size, done.config.batch_size
     if space.with_batch(done.config, low) != best.config:
-        return None  # the OOM was another config's, not this climb's
+        if done.role != "recipe" and not done.role.startswith(FOLLOW):
+            return None  # the OOM was another config's, not a climb's
+        low = space.baseline.batch_size  # it ran (as the baseline)
     between = [b for b in space.batch_sizes() if low < b < high]
-    return space.with_batch(best.config, between[len(between) // 2]) if between else None
+    return space.with_batch(done.config, between[len(between) // 2]) if between else None
 
 
 def _checks(space: SearchSpace, config: TrainConfig, device: str,
@@ -156,7 +192,7 @@ def _checks(space: SearchSpace, config: TrainConfig, device: str,
 
 
 def _label(space: SearchSpace, configs: list[TrainConfig]) -> list[Start]:
-    return [(f"follow: {c.describe()}", c) for c in configs if space.holds(c)]
+    return [(f"{FOLLOW}{c.describe()}", c) for c in configs if space.holds(c)]
 
 
 def enqueue(study: optuna.Study, space: SearchSpace, starts: list[Start]) -> None:

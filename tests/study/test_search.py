@@ -17,7 +17,8 @@ import yaml
 from helpers import FakeRunner, csv_rows, ok_by_batch_size
 from optuna.trial import TrialState
 
-from autotune import Adapter, InputError, MeasureSettings, Status, TrainConfig, TrialResult, load_config
+from autotune import (Adapter, Diagnosis, InputError, MeasureSettings, Status, TrainConfig,
+                      TrialResult, Verdict, load_config)
 from autotune.contract.errors import ContractError
 from autotune.contract.phases import PHASES
 from autotune.contract.request import TrialRequest
@@ -537,3 +538,41 @@ def test_a_search_asked_to_vary_the_effective_batch_says_so_in_best_yaml(tmp_pat
     assert block["factor"] == value / Tiny.batch_size
     assert "learning rate" in block["note"] and "re-tune" in block["note"]
     assert "# Note: the effective batch is" in text
+
+
+WITH_COMPILE = {**LARGE, "compile": {"choices": ["none", "default"]},
+                "prefetch_factor": {"choices": [2, 4]},
+                "persistent_workers": {"choices": [False, True]}}
+
+
+def compute_bound_baseline(call: int, request: TrialRequest) -> TrialResult:
+    """The baseline (the first request) is diagnosed compute-bound; larger batches are faster."""
+    result = ok_by_batch_size(call, request)
+    if call == 0:
+        result = result.replace(diagnosis=Diagnosis(
+            verdict=Verdict.COMPUTE, suggestion="", throughput=result.throughput or 0.0,
+            loader_rate=1e6, compute_rate=result.throughput, data_wait_fraction=0.0,
+            gpu_busy_fraction=None))
+    return result
+
+
+def test_one_slot_runs_the_recipe_the_baselines_diagnosis_points_at(tmp_path: Path) -> None:
+    runner = FakeRunner(compute_bound_baseline)
+    search(tmp_path, WITH_COMPILE, trials=2, runner=runner).run()
+    baseline, recipe = sorted(records_of(tmp_path), key=lambda r: r.number)[:2]
+    assert baseline.baseline and recipe.role == "recipe"
+    assert recipe.config is not None
+    # The hand recipe (bf16, compile, workers), at the largest batch the space holds (8 x 8).
+    assert recipe.config.batch_size == 64
+    assert recipe.config.amp_dtype == "bf16" and recipe.config.compile == "default"
+    assert runner.requests[1].config == recipe.config
+
+
+def test_the_recipe_of_a_continued_study_follows_its_baseline(tmp_path: Path) -> None:
+    # The first run stops after the baseline; the second queues the recipe from its diagnosis.
+    search(tmp_path, WITH_COMPILE, trials=1, runner=FakeRunner(compute_bound_baseline)).run()
+    assert [r.role for r in records_of(tmp_path)] == ["baseline"]
+    later = FakeRunner(ok_by_batch_size)
+    search(tmp_path, WITH_COMPILE, trials=2, runner=later).run()
+    recipe = next(r for r in records_of(tmp_path) if r.role == "recipe")
+    assert recipe.config is not None and recipe.config.batch_size == 64

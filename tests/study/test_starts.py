@@ -14,7 +14,7 @@ from autotune.study import records
 from autotune.study.records import TrialRecord
 from autotune.study.searchspace import SearchSpace
 from autotune.study.space import parse_space
-from autotune.study.starts import Ladder, enqueue, follow_ups, initial_starts
+from autotune.study.starts import Ladder, diagnosed_recipe, enqueue, follow_ups, initial_starts
 
 CPU_SPACE = {
     "num_workers": {"low": 0, "high": "cores"},
@@ -78,6 +78,48 @@ def test_no_recipe_when_it_is_the_baseline() -> None:
     starts = initial_starts(space_of({"batch_size": {"factors": [1, 2]}}), Eight, device="cpu",
                             cpus=4)
     assert starts == [("baseline", TrainConfig(batch_size=8))]
+
+
+# -- the recipe, as the baseline's diagnosis points it ------------------------------------------------
+
+
+HAND = TrainConfig(batch_size=8, num_workers=2, prefetch_factor=4, persistent_workers=True,
+                   amp_dtype="bf16", compile="default")
+
+
+@pytest.mark.parametrize(("verdict", "expected"), [
+    (Verdict.COMPUTE, HAND.replace(batch_size=64)),  # the largest batch at once
+    (Verdict.INPUT, HAND.replace(num_workers=4)),  # every core loading
+    (None, HAND),  # not diagnosed: the hand recipe as it is
+])
+def test_the_recipe_takes_the_step_the_baselines_diagnosis_points_at(
+        verdict: Verdict | None, expected: TrainConfig) -> None:
+    space = space_of(CPU_SPACE)
+    baseline = done(0, TrainConfig(batch_size=8), verdict, role="baseline")
+    assert diagnosed_recipe(space, HAND, baseline, device="cpu") == expected
+    assert space.holds(expected)
+
+
+def test_an_overhead_bound_baseline_gets_the_recipe_at_the_largest_batch_with_cuda_graphs() -> None:
+    raw = {**CPU_SPACE, "compile": {"choices": ["none", "default", "reduce-overhead"]}}
+    space = space_of(raw, device="cuda")
+    baseline = done(0, TrainConfig(batch_size=8), Verdict.OVERHEAD, role="baseline")
+    assert diagnosed_recipe(space, HAND, baseline, device="cuda") == \
+        HAND.replace(batch_size=64, compile="reduce-overhead")
+    # On a CPU there are no CUDA graphs: the largest batch only.
+    assert diagnosed_recipe(space_of(raw), HAND, baseline, device="cpu") == \
+        HAND.replace(batch_size=64)
+
+
+def test_a_recipe_out_of_memory_at_the_largest_batch_halves_from_the_users_batch() -> None:
+    space = space_of(CPU_SPACE)  # batch sizes 4, 8, 16, 32, 64; the user's is 8
+    baseline = done(0, TrainConfig(batch_size=8), Verdict.COMPUTE, role="baseline")
+    oom = done(1, HAND.replace(batch_size=64), None, status=Status.OOM)
+    assert ups(space, oom, baseline) == [HAND.replace(batch_size=32)]  # the recipe's knobs
+    oom32 = done(2, HAND.replace(batch_size=32), None, role="follow: x", status=Status.OOM)
+    assert ups(space, oom32, baseline) == [HAND.replace(batch_size=16)]
+    oom16 = done(3, HAND.replace(batch_size=16), None, role="follow: y", status=Status.OOM)
+    assert HAND.replace(batch_size=8) not in ups(space, oom16, baseline)  # nothing between
 
 
 # -- follow-ups -----------------------------------------------------------------------------------------
