@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Literal
 
 import optuna
+import rich.box
 import yaml
 from rich.console import Console
 from rich.table import Table
@@ -58,8 +60,11 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
     info = records.read_info(study)
     unit = info.unit if info else "items"
     ok = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: -r["throughput"])
+    # Piped or logged: ASCII lines, not box-drawing characters a log or a grep may mangle.
+    box = rich.box.HEAVY_HEAD if console.is_terminal else rich.box.ASCII
+    justify: Literal["center", "left"] = "center" if console.is_terminal else "left"
     table = Table(title=f"{study.study_name}: top {min(top, len(ok))} of {len(rows)} trials "
-                  f"({unit}/s)")
+                  f"({unit}/s)", box=box, title_justify=justify)
     for name in ("#", f"{unit}/s", "x base", "spread", "step ms", "compile s", "data wait",
                  "peak GB", "bound", "config"):
         table.add_column(name, justify="left" if name == "config" else "right",
@@ -84,7 +89,8 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
         console.print("* spread above tolerance: those windows did not agree (measurement noisy)")
     if confirmation and winner is not None:
         base = winner.baseline if winner.confirmation else None
-        conf = Table(title="confirmation: fresh re-runs after the search (the winner is picked here)")
+        conf = Table(title="confirmation: fresh re-runs after the search (the winner is picked "
+                     "here)", box=box, title_justify=justify)
         for name in ("#", "runs", "median", "spread", "x base", "search said"):
             conf.add_column(name, justify="right")
         for c in confirmation:

@@ -123,3 +123,17 @@ def test_show_finds_a_relative_storage_from_another_directory(
         stray = list((tmp_path / "show_here").iterdir())
     assert len(study.get_trials()) == 3
     assert stray == []
+
+
+def test_piped_show_draws_ascii_lines_and_a_left_title(tmp_path: Path) -> None:
+    # Not a terminal (a pipe, a log): no box-drawing characters, the title at the left.
+    out = tmp_path / "out"
+    run_study(out, str(tmp_path / "study.db"))
+    console = Console(record=True, width=200, force_terminal=False)
+    show(out, console=console)
+    text = console.export_text()
+    assert text.isascii()
+    assert text.splitlines()[0].startswith("shown: top 2 of 3 trials")
+    row = next(line for line in text.splitlines() if "0 (base)" in line)
+    assert row.startswith("|") and row.rstrip().endswith("|")
+    assert any(line.startswith("+---") for line in text.splitlines())
