@@ -15,6 +15,7 @@ from typing import Any
 from optuna.trial import TrialState
 
 from autotune.contract.config import KNOBS
+from autotune.contract.noise import Noise
 from autotune.contract.phases import PHASES
 from autotune.study.records import TrialRecord
 from autotune.study.winner import Winner
@@ -29,11 +30,15 @@ MEASURES = (
 )
 # "warmup_seconds" is a measure already (the result's own): one column, not two.
 PHASE_COLUMNS = {p: f"{p}_seconds" for p in PHASES if f"{p}_seconds" not in MEASURES}
+# What else ran or held the machine back while the trial was timed (`Noise`): the measured
+# causes of a spread, per trial, so a noisy row says why.
+NOISE_COLUMNS = ("noise_other_cpus", "noise_busiest", "noise_gpu_others", "noise_gpu_clock_ratio",
+                 "noise_gpu_limits", "noise_cpu_throttle_events")
 COLUMNS = ("number", "state", "status", "baseline", *KNOB_COLUMNS, "role", "confirms", "winner",
            "confidence", "confirmed_median", "confirmed_runs", *MEASURES,
            *PHASE_COLUMNS.values(), "verdict",
            "loader_rate", "compute_rate", "gpu_busy_fraction", "cpu_busy_fraction",
-           "cpu_steal_fraction", "reason", "log")
+           "cpu_steal_fraction", *NOISE_COLUMNS, "reason", "log")
 
 
 def trial_rows(records: Sequence[TrialRecord], baseline: float | None,
@@ -69,6 +74,7 @@ def trial_rows(records: Sequence[TrialRecord], baseline: float | None,
         cpu = result.host_cpu if result else None
         row["cpu_busy_fraction"] = cpu.busy_fraction if cpu else None
         row["cpu_steal_fraction"] = cpu.steal_fraction if cpu else None
+        row.update(_noise_columns(result.noise if result else None))
         if r.duplicate_of is not None:
             row["reason"] = f"same config as trial {r.duplicate_of}: not re-run"
         throughput = result.throughput if result and status == "ok" else None
@@ -103,3 +109,19 @@ def _csv_value(value: Any) -> Any:
     if isinstance(value, float):
         return f"{value:.6g}"
     return value
+
+
+def _noise_columns(noise: Noise | None) -> dict[str, Any]:
+    """`Noise` as plain cells: CPUs busy with other processes, the busiest of them ("name
+    (pid)"; "; " between), other processes on the GPU, the SM clock's share of its maximum,
+    the GPU's active clock limits, CPU thermal throttling events. Empty where not measured."""
+    if noise is None:
+        return dict.fromkeys(NOISE_COLUMNS)
+    return {
+        "noise_other_cpus": noise.other_cpus,
+        "noise_busiest": "; ".join(f"{p.name} ({p.pid})" for p in noise.busiest) or None,
+        "noise_gpu_others": None if noise.gpu_others is None else "; ".join(noise.gpu_others),
+        "noise_gpu_clock_ratio": noise.gpu_clock_ratio,
+        "noise_gpu_limits": None if noise.gpu_limits is None else "; ".join(noise.gpu_limits),
+        "noise_cpu_throttle_events": noise.cpu_throttle_events,
+    }

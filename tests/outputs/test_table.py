@@ -146,6 +146,23 @@ def test_legacy_results_with_extra_still_fill_their_columns() -> None:
     assert row["cpu_busy_fraction"] == 0.5
 
 
+def test_the_measured_noise_goes_into_rows() -> None:
+    noise = {"seconds": 10.0, "cpus": 4, "other_cpu_seconds": 15.0,
+             "busiest": [{"name": "pytest", "pid": 41, "cpu_seconds": 9.0},
+                         {"name": "python3", "pid": 42, "cpu_seconds": 6.0}],
+             "gpu_others": ["python3 (77)"], "gpu_clock_ratio": 0.8,
+             "gpu_limits": ["sw_power_cap"], "cpu_throttle_events": 3}
+    row = trial_rows([ok(0, 100.0, fields={"noise": noise})], None)[0]
+    assert row["noise_other_cpus"] == 1.5  # 15 CPU-seconds over 10 s
+    assert row["noise_busiest"] == "pytest (41); python3 (42)"
+    assert row["noise_gpu_others"] == "python3 (77)"
+    assert (row["noise_gpu_clock_ratio"], row["noise_gpu_limits"],
+            row["noise_cpu_throttle_events"]) == (0.8, "sw_power_cap", 3)
+    quiet = trial_rows([ok(1, 100.0)], None)[0]  # not measured: empty cells
+    assert all(quiet[c] is None for c in COLUMNS if c.startswith("noise_"))
+    assert sum(c.startswith("noise_") for c in COLUMNS) == 6
+
+
 def test_phase_seconds_go_into_rows_beside_the_measured_warmup() -> None:
     phases = {"start": 2.5, "import": 0.5, "model": 0.25, "dataset": 0.125, "first_batch": 2.0,
               "warmup": 4.25, "windows": 3.0, "diagnosis": 1.0}
