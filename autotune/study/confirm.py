@@ -129,10 +129,14 @@ def run_confirmation(
     while active:
         round_ = list(active)
         rng.shuffle(round_)
+        started = 0
         for cand in round_:
             left = math.inf if deadline is None else deadline - clock()
             if left < MIN_RUN_SECONDS:
                 return summarize(cands, runs)
+            if left < _expected_seconds(runs[cand.trial]):
+                continue  # its own fresh runs say it cannot finish: it would only be cut
+            started += 1
             request = TrialRequest(adapter=str(adapter), config=cand.config, device=device,
                                    measure=measure, number=cand.trial,
                                    diagnose=not cand.diagnosed and not runs[cand.trial],
@@ -147,8 +151,16 @@ def run_confirmation(
                 on_result(cand, result)
             if result.status is Status.INTERRUPTED:
                 return summarize(cands, runs)
+        if not started:
+            return summarize(cands, runs)  # none of them fits in what is left
         active = next_round(cands, runs, repeats=repeats, cap=cap)
     return summarize(cands, runs)
+
+
+def _expected_seconds(done: list[TrialResult]) -> float:
+    """How long another fresh run of a config takes, from its earlier ones (0: none yet)."""
+    seconds = [r.duration_seconds for r in done if r.status is Status.OK and r.duration_seconds]
+    return statistics.median(seconds) if seconds else 0.0
 
 
 def next_round(cands: Sequence[Candidate], runs: dict[int, list[TrialResult]], *, repeats: int,

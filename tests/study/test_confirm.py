@@ -269,6 +269,39 @@ def test_confirmation_stops_at_the_deadline(tmp_path: Path) -> None:
     assert max(timeout for *_, timeout, _ in runner.calls) <= 75.0 - 20.0
 
 
+def test_no_run_starts_that_its_earlier_fresh_runs_say_cannot_finish(tmp_path: Path) -> None:
+    # Each run takes 30 s. Round 1 runs the three candidates (clock 0, 30, 60); at 90 s, with
+    # 40 s left of the 130-s budget, trial 5's second run (30 s) still fits; then 10 s is left,
+    # no more than MIN_RUN_SECONDS, and the confirmation stops without a run cut short.
+    slow = {n: [r.replace(duration_seconds=30.0) for r in rs] for n, rs in TIED.items()}
+    runner = ScriptedRunner(slow)
+    now = [0.0]
+    cands = TIED_CANDS
+
+    def clock() -> float:
+        return now[0]
+
+    def timed(cand: Candidate, result: TrialResult) -> None:
+        now[0] += 30.0
+
+    summary = run_confirmation(cands, adapter=Path("a.py"), device="cpu", runner=runner,
+                               out=tmp_path, repeats=3, trial_timeout=300.0, seed=1,
+                               measure=MeasureSettings(), deadline=130.0, clock=clock,
+                               on_result=timed)
+    assert all(timeout >= 30.0 for *_, timeout, _ in runner.calls)  # every run could finish
+    assert len(runner.calls) == 4
+    assert sum(len(e.statuses) for e in summary) == 4
+
+
+def test_a_runs_expected_seconds_are_its_earlier_ok_fresh_runs_median() -> None:
+    from autotune.study.confirm import _expected_seconds
+
+    assert _expected_seconds([]) == 0.0
+    assert _expected_seconds([ok(1.0).replace(duration_seconds=30.0),
+                              ok(1.0).replace(duration_seconds=20.0),
+                              TrialResult(status=Status.TIMEOUT, duration_seconds=99.0)]) == 25.0
+
+
 def test_requests_folders_and_time_limits(tmp_path: Path) -> None:
     runner = ScriptedRunner(TIED)
     confirm(runner, tmp_path, cands=TIED_CANDS, repeats=2, max_repeats=2)
