@@ -77,7 +77,7 @@ class Objective:
                 f"out of memory at batch_size={wall.config.batch_size}"))  # type: ignore[union-attr]
         request = TrialRequest(adapter=str(self.adapter), config=config, device=self.device,
                                measure=self.measure, number=number,
-                               diagnose_from=self.diagnose_from(), time_limit=limit)
+                               diagnose_from=self.diagnose_from())
         result = self.runner.run(request, self.out / "trials" / str(number), timeout=limit,
                                  on_event=on_event)
         return Outcome(result=result)

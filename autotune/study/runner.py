@@ -88,6 +88,9 @@ class SubprocessRunner:
         timeout: float,
         on_event: EventCallback | None = None,
     ) -> TrialResult:
+        # The limit this runner enforces travels with the request: the trial starts no
+        # diagnosis it could not finish (`worker.DIAGNOSIS_RESERVE`).
+        request = dataclasses.replace(request, time_limit=timeout)
         _prepare(request, trial_dir)
         self._prune.clear()
         log_path = trial_dir / "log.txt"

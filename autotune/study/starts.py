@@ -74,7 +74,7 @@ def diagnosed_recipe(space: SearchSpace, recipe: TrainConfig, baseline: TrialRec
     diagnosis = baseline.result.diagnosis if baseline.result is not None else None
     verdict = diagnosis.verdict if diagnosis is not None else None
     if verdict is Verdict.INPUT:
-        workers = max((w for w in space.values("num_workers") if isinstance(w, int)), default=0)
+        workers = _most_workers(space)
         more = space.changed(recipe, num_workers=workers)
         return more if workers > recipe.num_workers and space.holds(more) else recipe
     if verdict not in (Verdict.COMPUTE, Verdict.OVERHEAD):
@@ -118,7 +118,7 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
         # CUDA graphs replay the whole step's kernels with one launch (torch.compile docs).
         climb.append(config.replace(compile="reduce-overhead"))
     if verdict is Verdict.INPUT:
-        workers = max((w for w in space.values("num_workers") if isinstance(w, int)), default=0)
+        workers = _most_workers(space)
         if workers > config.num_workers:
             climb.append(space.changed(config, num_workers=workers))
         prefetch = max((p for p in space.values("prefetch_factor") if p), default=None)
@@ -143,6 +143,11 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
     else:
         climb += _checks(space, config, device, verdict)
     return _label(space, climb)
+
+
+def _most_workers(space: SearchSpace) -> int:
+    """Every core loading: the most loader workers the space holds."""
+    return max((w for w in space.values("num_workers") if isinstance(w, int)), default=0)
 
 
 def _bisect(space: SearchSpace, done: TrialRecord, best: TrialRecord) -> TrainConfig | None:

@@ -45,7 +45,7 @@ def test_a_new_config_runs_in_a_trial_folder_of_its_own(tmp_path: Path) -> None:
                                                  duration_seconds=1.0))
     (request,) = runner.requests
     assert request == TrialRequest(adapter="adapters/mlp.py", config=config, device="cpu",
-                                   measure=MEASURE, number=5, time_limit=42.0)
+                                   measure=MEASURE, number=5)
     assert runner.timeouts == [42.0]
     assert (tmp_path / "trials" / "5").is_dir()
 

@@ -300,6 +300,9 @@ def test_subprocess_with_compile(tmp_path: Path, tiny_adapter: Path) -> None:
     assert result.duration_seconds is not None and result.duration_seconds >= result.warmup_seconds
     assert (trial_dir / "result.json").is_file() and (trial_dir / "log.txt").is_file()
     assert any(e["event"] == "window" for e in events)
+    # The limit the runner enforces went to the trial with its request.
+    written = TrialRequest.from_dict(json.loads((trial_dir / "request.json").read_text()))
+    assert written.time_limit == 240
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
