@@ -183,8 +183,10 @@ def run(args: argparse.Namespace) -> int:
                               "same command again to continue the study")
         return 128 + exc.signum
     finally:
-        for runner in runners:
-            runner.close()
+        for runner in {id(r): r for r in (*runners, confirm_runner)}.values():
+            close = getattr(runner, "close", None)
+            if close is not None:
+                close()
         writer.finish(search.study)
     if display.plain:  # piped or logged: the run ends with the table `autotune show` prints
         from autotune.outputs.show import show

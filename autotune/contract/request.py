@@ -8,11 +8,16 @@ from typing import Any
 
 from autotune.contract.config import TrainConfig
 
-__all__ = ["CUDAGRAPH_MODES", "LAUNCH_ENV", "MeasureSettings", "TrialRequest", "compile_cache_env",
+__all__ = ["CUDAGRAPH_MODES", "LAUNCH_ENV", "SPARE_ENV", "MeasureSettings", "TrialRequest", "compile_cache_env",
            "known_incompatible"]
 
 LAUNCH_ENV = "AUTOTUNE_LAUNCH_TIME"
 """Set in a trial process: the wall-clock time (`time.time()`) the parent launched it."""
+
+SPARE_ENV = "AUTOTUNE_SPARE_PID"
+"""Set in a confirmation run: the pid of the spare process making its start-up for the next run
+meanwhile (`study.spare`). The run stops it when its timed windows start, so nothing of it runs
+while this one measures; the parent lets it go on once the run has ended."""
 
 # Modes whose compiled graphs are replayed as CUDA graphs: their outputs live in static buffers
 # that the next replay overwrites, so each iteration must be marked (torch.compiler docs).

@@ -76,24 +76,29 @@ def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
 MIN_RUN_SECONDS = 10.0
 # A fresh confirmation process pays what a forked search trial did not: the torch and adapter
 # imports and the dataset build (2.9 s + 3.5-6 s on an H100 host), and a compile from the warm
-# persistent cache (3.6 s for GPT-2 small) instead of the trial's cold one.
+# persistent cache (3.6 s for GPT-2 small) instead of the trial's cold one. The first run pays
+# it all; each later one was started during the run before it (`study.spare`) and pays what of
+# its start-up that run's compose, compile and warm-up left to do.
 FRESH_PROCESS_SECONDS = 12.0
+SPARE_PROCESS_SECONDS = 4.0
 
 
 def estimate_seconds(cands: Sequence[Candidate], repeats: int, *,
                      extra_measure_seconds: float = 0.0) -> float:
     """What confirming these will likely take: a first round of every candidate, then
     `repeats - 1` more of the two leaders by the search (the others are usually dropped as
-    clearly behind). Each run is as long as its trial without the trial's compile, plus a
-    fresh process's start and the longer measurement of a confirmation."""
+    clearly behind). Each run is as long as its trial without the trial's compile, plus what
+    a fresh process's start-up adds (all of it for the first run, the rest of a spare's for
+    each later one) and the longer measurement of a confirmation."""
     def cost(c: Candidate) -> float:
-        return (max(c.duration_seconds - c.compile_seconds, 0.0) + FRESH_PROCESS_SECONDS
+        return (max(c.duration_seconds - c.compile_seconds, 0.0) + SPARE_PROCESS_SECONDS
                 + extra_measure_seconds)
 
     leaders = sorted((c for c in cands if not c.baseline), key=lambda c: -c.search_throughput)[:2]
     if not leaders:
         return 0.0  # the baseline alone is never confirmed: nothing to hold back yet
-    return sum(map(cost, cands)) + (repeats - 1) * sum(map(cost, leaders))
+    return (FRESH_PROCESS_SECONDS - SPARE_PROCESS_SECONDS + sum(map(cost, cands))
+            + (repeats - 1) * sum(map(cost, leaders)))
 
 
 def run_confirmation(

@@ -122,6 +122,7 @@ class SubprocessRunner:
             finally:
                 # Whatever happened (even an exception here), leave no process behind.
                 kill_group(proc, self.grace_seconds if outcome is not None else 0.0)
+                self._ended()
             events.poll()
         duration = time.monotonic() - start
         reason = self._prune_reason if outcome is Status.PRUNED else self._stop_reason
@@ -132,6 +133,11 @@ class SubprocessRunner:
         result.save(trial_dir / "result.json")  # every trial folder holds its outcome
         return result
 
+    def _ended(self) -> None:
+        """Called once a run's process group is gone (a subclass lets its spare go on)."""
+
+    def close(self) -> None:
+        """Stop whatever the runner keeps between runs (nothing, here)."""
 
     def _launch(self, request: TrialRequest, trial_dir: Path, log: BinaryIO) -> TrialProcess:
         """Start the trial process, leading a process group of its own."""

@@ -21,7 +21,8 @@ from autotune.contract.request import TrialRequest
 from autotune.contract.result import Status, TrialResult
 from autotune.study.forkserver import ForkServerRunner
 from autotune.study.layout import Layout
-from autotune.study.runner import EventCallback, Runner, SubprocessRunner
+from autotune.study.runner import EventCallback, Runner
+from autotune.study.spare import SpareRunner
 
 __all__ = ["GangRunner", "Job", "Slots", "combine", "slot_runners"]
 
@@ -147,6 +148,12 @@ class GangRunner:
             if stop is not None:
                 stop(reason)
 
+    def close(self) -> None:
+        for runner in self.runners:
+            close = getattr(runner, "close", None)
+            if close is not None:
+                close()
+
 
 def combine(results: Sequence[TrialResult], names: Sequence[str]) -> TrialResult:
     """One result for a config run on several slots at once."""
@@ -169,6 +176,8 @@ def slot_runners(layout: Layout, *, out: Path, cache_dir: Path | None
     one = layout.concurrent == 1
     search = [ForkServerRunner(log=out / ("forkserver.log" if one else f"forkserver-{s.name}.log"),
                                cache_dir=cache_dir, env=s.env()) for s in layout.slots]
-    fresh: list[Runner] = [SubprocessRunner(cache_dir=cache_dir, env=s.env())
-                           for s in layout.slots]
+    fresh: list[Runner] = [
+        SpareRunner(log=out / ("spares.log" if one else f"spares-{s.name}.log"),
+                    cache_dir=cache_dir, env=s.env())
+        for s in layout.slots]
     return search, fresh[0] if one else GangRunner(fresh, [s.name for s in layout.slots])

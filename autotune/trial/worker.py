@@ -29,6 +29,7 @@ from autotune.trial import noiseprobe
 from autotune.trial.hostcpu import CpuTimes, cpu_usage, read_cpu_times
 from autotune.trial.lifetime import die_with_parent
 from autotune.trial.measure import NonFiniteLoss, Window
+from autotune.trial.spare import pause_spare
 
 if TYPE_CHECKING:
     from autotune.trial.rank import Rank
@@ -123,6 +124,9 @@ def run_trial(request: TrialRequest, events: Path | None = None,
         noise_start: list[noiseprobe.Probe] = []
 
         def timed_start() -> None:
+            paused = pause_spare()
+            if paused is not None:
+                phases.emit({"event": "spare_paused", "pid": paused})
             phases.enter(Phase.WINDOWS)
             cpu_start.append(read_cpu_times())
             if rank is None:  # a DDP rank's peers, in their own groups, would read as noise

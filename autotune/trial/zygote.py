@@ -10,6 +10,11 @@ Protocol, one JSON object per line on stdin, answers on stdout:
     <- {"pid": N}                       the child's pid (it leads its own process group)
     <- {"exit": N, "returncode": R}     once it has ended (R < 0: killed by signal -R)
 The server answers {"ready": true, ...} once, after start-up, or {"error": "..."} and exits.
+
+With `--once` it is a spare fresh process instead (`study.spare`): it makes the same start-up,
+answers ready, and runs the one request it is then given itself, without forking, as the
+process it was launched as (the leader of its own process group). A confirmation run so gets a
+process that has run nothing before, whose imports were made while the previous run compiled.
 """
 
 from __future__ import annotations
@@ -80,12 +85,14 @@ def _apply_allocator_settings(torch: Any) -> None:
         setter(conf)
 
 
-def _child(request: dict[str, Any], preloaded: Any, threads: int) -> None:
-    """In the forked child: become a process group of its own, log to the trial's log, run."""
+def _child(request: dict[str, Any], preloaded: Any, threads: int, *, forked: bool = True) -> None:
+    """In the forked child (or the spare itself): lead a process group of its own, log to the
+    trial's log, run."""
     started = time.perf_counter()
     code = 1
     try:
-        os.setsid()
+        if forked:  # a spare was launched leading its own session already
+            os.setsid()
         trial_dir = request["trial_dir"]
         log = os.open(os.path.join(trial_dir, "log.txt"), os.O_WRONLY | os.O_APPEND | os.O_CREAT,
                       0o644)
@@ -127,8 +134,10 @@ def _child(request: dict[str, Any], preloaded: Any, threads: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    once = "--once" in args
+    args = [a for a in args if a != "--once"]
     if len(args) != 1:
-        print("usage: python -m autotune.trial.zygote ADAPTER_PATH", file=sys.stderr)
+        print("usage: python -m autotune.trial.zygote ADAPTER_PATH [--once]", file=sys.stderr)
         return 2
     out = sys.stdout
     from autotune.contract.host import pin_to_share
@@ -152,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         if not line.strip():
             continue
         request = json.loads(line)
+        if once:
+            _answer(out, {"pid": os.getpid()})
+            _child(request, preloaded, threads, forked=False)  # never returns
         pid = os.fork()
         if pid == 0:
             _child(request, preloaded, threads)  # never returns

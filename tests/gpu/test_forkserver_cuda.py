@@ -1,5 +1,6 @@
-"""Trials forked from the warm server still get their own allocator settings: the server never
-starts CUDA, each child starts it after its environment is set."""
+"""Trials forked from the warm server, and confirmation runs handed to a spare process, still get
+their own allocator settings: neither the server nor a spare starts CUDA before its run's
+environment is set."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.request import MeasureSettings, TrialRequest
 from autotune.contract.result import Status
 from autotune.study.forkserver import ForkServerRunner
+from autotune.study.spare import SpareRunner
 
 pytestmark = pytest.mark.requires_cuda
 if not torch.cuda.is_available():
@@ -27,8 +29,11 @@ def _allocator_seen(log: Path) -> dict[str, object]:
     return json.loads(line[len("ALLOC "):])
 
 
-def test_forked_trials_get_their_own_allocator_settings(tmp_path: Path) -> None:
-    runner = ForkServerRunner(log=tmp_path / "server.log")
+@pytest.mark.parametrize("kind", [ForkServerRunner, SpareRunner], ids=["forked", "spare"])
+def test_forked_trials_get_their_own_allocator_settings(
+    tmp_path: Path, kind: type[ForkServerRunner] | type[SpareRunner]
+) -> None:
+    runner = kind(log=tmp_path / "server.log")
     configs = [TrainConfig(batch_size=8), TrainConfig(batch_size=8, expandable_segments=True),
                TrainConfig(batch_size=8, max_split_size_mb=128), TrainConfig(batch_size=8)]
     seen = []
@@ -39,10 +44,10 @@ def test_forked_trials_get_their_own_allocator_settings(tmp_path: Path) -> None:
             result = runner.run(request, tmp_path / str(i), timeout=120)
             assert result.status is Status.OK, result.reason
             seen.append(_allocator_seen(tmp_path / str(i) / "log.txt"))
-        assert runner.fallback_reason == ""  # every trial was forked, none started cold
+        assert runner.fallback_reason == ""  # every trial was forked (or a spare), none cold
     finally:
         runner.close()
-    print(f"\nKNOB forked allocator settings: {seen}")
+    print(f"\nKNOB {kind.__name__} allocator settings: {seen}")
     assert seen[0]["expandable_segments"] == 0 and seen[0]["env"] == ""
     assert seen[1]["expandable_segments"] >= 1 and seen[1]["env"] == "expandable_segments:True"
     assert seen[2]["max_split_size"] == 128 * 2**20

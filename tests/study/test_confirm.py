@@ -22,6 +22,7 @@ from autotune.outputs.display import QuietListener
 from autotune.outputs.report import write_outputs
 from autotune.study.confirm import (
     FRESH_PROCESS_SECONDS,
+    SPARE_PROCESS_SECONDS,
     Candidate,
     candidates,
     estimate_seconds,
@@ -125,12 +126,13 @@ def test_no_candidates_without_ok_trials() -> None:
 
 def test_estimate_seconds(trials: list[TrialRecord]) -> None:
     cands = candidates(trials, 2)  # trials of 20, 12 and 5 (the baseline) seconds, no compile
-    run = [20.0 + FRESH_PROCESS_SECONDS, 12.0 + FRESH_PROCESS_SECONDS, 5.0 + FRESH_PROCESS_SECONDS]
+    run = [20.0 + SPARE_PROCESS_SECONDS, 12.0 + SPARE_PROCESS_SECONDS, 5.0 + SPARE_PROCESS_SECONDS]
+    first = FRESH_PROCESS_SECONDS - SPARE_PROCESS_SECONDS  # the first run's start-up is not hidden
     # A first round of all, then repeats - 1 more of the two leaders by the search.
-    assert estimate_seconds(cands, 3) == sum(run) + 2 * (run[0] + run[1])
-    assert estimate_seconds(cands, 1, extra_measure_seconds=2.0) == sum(run) + 3 * 2.0
+    assert estimate_seconds(cands, 3) == first + sum(run) + 2 * (run[0] + run[1])
+    assert estimate_seconds(cands, 1, extra_measure_seconds=2.0) == first + sum(run) + 3 * 2.0
     compiled = [c.__class__(**{**c.__dict__, "compile_seconds": 4.0}) for c in cands]
-    assert estimate_seconds(compiled, 1) == sum(run) - 3 * 4.0
+    assert estimate_seconds(compiled, 1) == first + sum(run) - 3 * 4.0
     assert estimate_seconds([], 3) == 0.0
     # The baseline alone is never confirmed: no time is held back for it (a short budget
     # would otherwise end the search after its first trial).

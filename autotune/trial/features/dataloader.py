@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from autotune.adapter import check_loader_args
 from autotune.trial.features.sampling import LazyShuffleSampler
-from autotune.trial.lifetime import die_with_parent, with_parent_death
+from autotune.trial.lifetime import with_parent_death
 
 __all__ = ["apply_dataloader", "dataloader_kwargs", "to_device"]
 

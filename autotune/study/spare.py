@@ -1,0 +1,186 @@
+"""Fresh processes for confirmation, each started one run ahead.
+
+A confirmation run must be a fresh process (nothing of a search trial in it), and a fresh process
+pays its start-up before it measures anything: the torch import, the lazy imports of
+`torch.compile` and the optimizers, the adapter, the dataset. On the H100 host that was 9-15 s
+of each 31-40 s GPT-2 confirmation run against 2 s in a forked search trial: 6 runs, a third of
+the confirmation.
+
+`SpareRunner` starts the next run's process (`autotune.trial.zygote --once`) as soon as the
+current run has started, so its start-up overlaps the current run's compose, compile and
+warm-up. The current run stops it (SIGSTOP) when its timed windows start (`trial.spare`), and
+the runner lets it go on once the run has ended: nothing of it runs while another measures.
+When its turn comes it gets its request and runs it itself, as the process it was launched as,
+leading its own process group: the allocator settings reach it as they reach a forked trial,
+before CUDA starts. If a spare cannot start, every run is a plain fresh process (`SubprocessRunner`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from autotune.contract.allocator import ALLOC_ENV, OTHER_ALLOC_ENVS
+from autotune.contract.request import LAUNCH_ENV, SPARE_ENV, TrialRequest
+from autotune.study.processes import TrialProcess, kill_group
+from autotune.study.runner import SubprocessRunner, child_env
+
+__all__ = ["Spare", "SpareRunner"]
+
+# How long a spare may take to import torch, load the adapter and build its dataset.
+START_TIMEOUT = 300.0
+
+
+class Spare:
+    """One fresh process making its start-up ahead of the run it will be."""
+
+    def __init__(self, adapter: Path, *, log: Path, cache_dir: Path | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
+        self.adapter = adapter
+        spare_env = child_env({}, cache_dir=cache_dir, extra=env)
+        spare_env.pop(LAUNCH_ENV, None)  # stamped when it is given its run
+        self._log = log.open("ab")  # its start-up's output; the run's goes to the run's log
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "autotune.trial.zygote", str(adapter), "--once"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=spare_env,
+            start_new_session=True,  # it leads the run's process group: killpg reaches its workers
+        )
+        self._lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self._ready: bool | None = None
+        self.error = ""
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        try:
+            for line in self.proc.stdout:
+                try:
+                    self._lines.put(json.loads(line))
+                except ValueError:
+                    continue  # not ours (a library printing to stdout at import)
+        except (OSError, ValueError):
+            pass  # closed by `close` meanwhile
+        self._lines.put(None)
+
+    def _next(self, timeout: float) -> dict[str, Any] | None:
+        try:
+            return self._lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def ready(self, timeout: float = START_TIMEOUT) -> bool:
+        """Wait until its start-up is done; False if it failed or took longer than `timeout`."""
+        if self._ready is None:
+            self.resume()
+            answer = self._next(timeout)
+            self._ready = bool(answer and answer.get("ready"))
+            if not self._ready:
+                self.error = str((answer or {}).get("error")
+                                 or f"no answer in {timeout:.0f} s, or it exited")
+        return self._ready
+
+    def go(self, trial_dir: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+        """Give it its run (`env`: the run's environment changes); it is the run's process."""
+        assert self.proc.stdin is not None
+        message = {"trial_dir": str(trial_dir), "env": env,
+                   "unset": [n for n in (ALLOC_ENV, *OTHER_ALLOC_ENVS) if n not in env]}
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())
+        self.proc.stdin.flush()
+        self.proc.stdin.close()
+        answer = self._next(60.0)
+        if answer is None or answer.get("pid") != self.proc.pid:
+            raise RuntimeError(f"the spare process did not take its run (answer {answer!r})")
+        return self.proc
+
+    def resume(self) -> None:
+        """Let it go on after a run stopped it (harmless when it was not stopped)."""
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+    def close(self) -> None:
+        """Kill it (if it still runs) and close what the parent holds of it."""
+        if self.proc.poll() is None:
+            self.resume()  # a stopped process takes SIGKILL, but be plain about it
+            kill_group(self.proc, grace_seconds=0.0)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+        self._log.close()
+
+
+class SpareRunner(SubprocessRunner):
+    """`SubprocessRunner` whose fresh processes are started one run ahead (`Spare`)."""
+
+    def __init__(self, *, log: Path, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.log = log
+        self.fallback_reason = ""
+        self._next: Spare | None = None
+        """The next run's process, making its start-up."""
+        self._running: Spare | None = None
+        """The process of the run under way."""
+
+    def _launch(self, request: TrialRequest, trial_dir: Path, log: BinaryIO) -> TrialProcess:
+        adapter = Path(request.adapter)
+        spare = self._take(adapter)
+        if spare is None:
+            return super()._launch(request, trial_dir, log)
+        # The next run's process starts its start-up now, while this one composes and compiles.
+        self._next = Spare(adapter, log=self.log, cache_dir=self.cache_dir, env=self.env)
+        env = dict(request.config.env)
+        env[LAUNCH_ENV] = repr(time.time())
+        env[SPARE_ENV] = str(self._next.proc.pid)
+        try:
+            self._running = spare
+            return spare.go(trial_dir, env)
+        except (OSError, RuntimeError) as exc:  # it died meanwhile: this run starts cold
+            spare.close()
+            self._running = None
+            print(f"autotune: {exc}; this run starts a fresh process instead", file=sys.stderr)
+            return super()._launch(request, trial_dir, log)
+
+    def _take(self, adapter: Path) -> Spare | None:
+        """A spare whose start-up is done (started now if none is waiting), or None."""
+        if self.fallback_reason:
+            return None
+        spare, self._next = self._next, None
+        if spare is not None and (spare.adapter != adapter or spare.proc.poll() is not None):
+            spare.close()
+            spare = None
+        if spare is None:
+            spare = Spare(adapter, log=self.log, cache_dir=self.cache_dir, env=self.env)
+        if spare.ready():
+            return spare
+        spare.close()
+        self.fallback_reason = f"a spare process did not start: {spare.error} (see {self.log})"
+        print(f"autotune: {self.fallback_reason}; each confirmation run starts a fresh process "
+              "instead", file=sys.stderr)
+        return None
+
+    def _ended(self) -> None:
+        if self._running is not None:  # its process group is gone: close its pipes and log
+            self._running.close()
+            self._running = None
+        if self._next is not None:
+            self._next.resume()  # the run that stopped it is over
+
+    def close(self) -> None:
+        for spare in (self._running, self._next):
+            if spare is not None:
+                spare.close()
+        self._running = self._next = None
