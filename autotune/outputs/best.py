@@ -118,8 +118,9 @@ def decision_block(winner: Winner, unit: str) -> dict[str, Any]:
     }
     if d.tied:
         block["tied"] = list(d.tied)
-        block["picked"] = ("the cheapest of the tied configs: less peak memory, then fewer "
-                           "workers, then no compile")
+        block["picked"] = ("the cheapest of the tied configs whose median is as near the "
+                           "highest as that config's own runs are to each other: less peak "
+                           "memory, then fewer workers, then no compile")
     block["baseline_spread"] = _round(d.baseline_spread)
     block["speedup_confirmed"] = d.speedup_confirmed
     block["speedup_interval"] = ([_round(v) for v in d.speedup_interval]
@@ -179,8 +180,10 @@ def decision_note(winner: Winner) -> str:
     if d.verdict == "tie within noise":
         how = ("are as fast as each other (their ratio within 2% of 1)" if d.confidence == "high"
                else "are within the noise of their runs")
-        return (f"trials {', '.join(map(str, d.tied))} {how}; the cheapest, trial "
-                f"{winner.record.number}, is picked")
+        picked = (f"the cheapest, trial {winner.record.number}, is picked" if d.leader is not None
+                  else f"trial {winner.record.number}, the highest median and the cheapest of "
+                  "those as near it as its own runs are to each other, is picked")
+        return f"trials {', '.join(map(str, d.tied))} {how}; {picked}"
     if d.verdict == "too few runs":
         return f"ahead, but the budget allowed {d.runs} fresh run(s) of it"
     return "the only config whose fresh runs were ok"

@@ -248,6 +248,24 @@ def test_a_tie_with_the_baseline_never_picks_a_config_slower_than_it() -> None:
     assert winner.record.number == 0 and winner.decision.tied == (2, 0)
 
 
+def test_a_tie_made_by_one_config_s_scatter_does_not_pick_it_for_its_cost() -> None:
+    # A 2-CPU VM: trial 3 (compiled) ran 10.7k and 10.4k, trial 5 (no compile, less memory)
+    # 10.6k, 8.05k and 5.89k. Too few runs to call trial 3 ahead, but trial 5's median is 24%
+    # below, where trial 3's own runs are 3% apart: not as fast, whatever it costs.
+    recs = [run(0, baseline=True, memory=300.0), run(3, compile="default", memory=500.0),
+            run(5, memory=300.0)]
+    winner = pick_winner(recs, [runs(3, 10700.0, 10400.0), runs(5, 10600.0, 8050.0, 5890.0),
+                                runs(0, 7200.0, 7300.0, baseline=True)])
+    assert winner is not None and winner.decision is not None
+    d = winner.decision
+    assert (d.verdict, d.confidence, d.tied) == ("tie within noise", "low", (3, 5))
+    assert winner.record.number == 3 and d.leader is None
+    # Within the leader's own spread, the cheaper one still wins the tie.
+    winner = pick_winner(recs, [runs(3, 10700.0, 10400.0), runs(5, 10600.0, 10450.0, 5890.0),
+                                runs(0, 7200.0, 7300.0, baseline=True)])
+    assert winner is not None and winner.record.number == 5
+
+
 def test_configs_shown_equally_fast_tie_with_high_confidence() -> None:
     recs = [run(0, baseline=True), run(4, batch_size=16, memory=900.0),
             run(7, batch_size=32, memory=800.0)]
