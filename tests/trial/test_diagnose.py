@@ -523,7 +523,7 @@ def test_drifting_windows_stop_at_the_budget() -> None:
 def test_min_windows_are_timed_past_the_budget(min_windows: int) -> None:
     clock = FakeClock()
     step = TimedStep(clock, lambda n: FAST if n < 3 or ((n - 3) // 4) % 2 else SLOW)
-    m = measured(step, clock, min_warmup_steps=3, min_window_steps=4, window_seconds=FAST,
+    m = measured(step, clock, min_warmup_steps=3, min_window_steps=4, window_seconds=2 * FAST,
                  min_windows=min_windows, budget_seconds=1e-6)
     assert len(m.windows) == min_windows
     assert not m.converged

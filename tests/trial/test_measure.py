@@ -134,7 +134,7 @@ def test_an_outlier_window_does_not_move_the_median() -> None:
     # Window 1 is slow (still warming caches); every later window agrees. The outlier widens
     # the confidence interval, so it takes more windows to converge, but not the median.
     m, _ = run(lambda n: SLOW if 3 <= n < 7 else FAST, min_warmup_steps=3, min_window_steps=4,
-               window_seconds=FAST, agree=3, tolerance=0.03, max_windows=100)
+               window_seconds=2 * FAST, agree=3, tolerance=0.03, max_windows=100)
     assert m.converged
     assert m.uncertainty <= 0.03
     assert m.windows[0].throughput == ITEMS / SLOW
@@ -148,7 +148,7 @@ def test_windows_within_tolerance_converge() -> None:
     def duration(n: int) -> float:
         return FAST * (1.01 if ((n - 3) // 4) % 2 else 1.0) if n >= 3 else FAST
 
-    m, _ = run(duration, min_warmup_steps=3, min_window_steps=4, window_seconds=FAST,
+    m, _ = run(duration, min_warmup_steps=3, min_window_steps=4, window_seconds=2 * FAST,
                tolerance=0.03)
     assert m.converged
     assert len(m.windows) == 3
@@ -157,7 +157,7 @@ def test_windows_within_tolerance_converge() -> None:
 
 def test_alternating_windows_do_not_converge_and_stop_at_max_windows() -> None:
     m, _ = run(alternating_windows(warmup=3, per_window=4), min_warmup_steps=3,
-               min_window_steps=4, window_seconds=FAST, max_windows=7, tolerance=0.03)
+               min_window_steps=4, window_seconds=2 * FAST, max_windows=7, tolerance=0.03)
     assert not m.converged
     assert len(m.windows) == 7
     assert m.spread == pytest.approx(relative_spread([ITEMS / FAST, ITEMS / SLOW, ITEMS / FAST]))
@@ -167,7 +167,7 @@ def test_alternating_windows_do_not_converge_and_stop_at_max_windows() -> None:
 def test_alternating_windows_stop_at_the_budget() -> None:
     # Windows take 4 * FAST = 1/16 s or 4 * SLOW = 1/8 s; the budget is 1/2 s.
     m, _ = run(alternating_windows(warmup=3, per_window=4), min_warmup_steps=3,
-               min_window_steps=4, window_seconds=FAST, max_windows=1000, budget_seconds=0.5)
+               min_window_steps=4, window_seconds=2 * FAST, max_windows=1000, budget_seconds=0.5)
     assert not m.converged
     elapsed = [sum(w.seconds for w in m.windows[: i + 1]) for i in range(len(m.windows))]
     assert elapsed[-1] >= 0.5  # stopped once the budget was spent...
@@ -225,6 +225,16 @@ def test_window_length_covers_window_seconds() -> None:
     assert {w.steps for w in m.windows} == {32}  # 0.5 s / (1/64 s)
     assert {w.seconds for w in m.windows} == {0.5}
     assert {w.items for w in m.windows} == {32 * ITEMS}
+
+
+def test_a_step_as_long_as_a_window_is_timed_alone() -> None:
+    # 1/4 s steps against 1/8 s windows: one step a window, not the fewest-steps rule's 3...
+    m, _ = run(lambda n: 0.25, window_seconds=0.125, min_window_steps=3, max_windows=3)
+    assert {w.steps for w in m.windows} == {1} and len(m.windows) == 3
+    # ...unless the loader's workers need their rounds: 2 workers, steps that waited for data.
+    m, _ = run(lambda n: 0.25, wait=0.05, window_seconds=0.125, min_window_steps=3,
+               num_workers=2, max_windows=3)
+    assert {w.steps for w in m.windows} == {6}
 
 
 def test_non_finite_loss_in_warmup() -> None:
