@@ -172,7 +172,8 @@ def run(args: argparse.Namespace) -> int:
         ddp = DDPRunner(nproc_per_node=nproc, cache_dir=cache)
         runners, confirm_runner = [ddp], ddp
     else:  # one fork server per GPU slot (one without --gpus)
-        runners, confirm_runner = slot_runners(layout, out=out, cache_dir=cache)
+        runners, confirm_runner = slot_runners(layout, out=out, cache_dir=cache,
+                                               ahead=device == "cuda")
     writer = OutputWriter(settings)
     search = Search(settings, space, adapter, runners=runners, listener=display,
                     on_change=writer, confirm_runner=confirm_runner)

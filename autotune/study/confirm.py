@@ -29,8 +29,8 @@ from autotune.study.records import ConfirmationEntry, TrialRecord
 from autotune.study.runner import Runner
 from autotune.study.winner import pick_winner
 
-__all__ = ["Candidate", "candidates", "estimate_seconds", "record_confirmation",
-           "run_confirmation"]
+__all__ = ["CONFIRM_SHARE", "Candidate", "candidates", "estimate_seconds", "record_confirmation",
+           "run_confirmation", "start_costs"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -43,6 +43,9 @@ class Candidate:
     baseline: bool = False
     diagnosed: bool = True
     """Whether its search trial was diagnosed; if not, its first fresh run is (for best.yaml)."""
+    converged: bool = True
+    """Whether its search trial's windows agreed within tolerance before its budget ran out: a
+    config whose did not will likely time a confirmation run's whole budget too."""
 
 
 def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
@@ -67,7 +70,8 @@ def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
                   duration_seconds=float(getattr(r.result, "duration_seconds", 0.0) or 0.0),
                   compile_seconds=float(getattr(r.result, "compile_seconds", 0.0) or 0.0),
                   baseline=r.baseline,
-                  diagnosed=getattr(r.result, "diagnosis", None) is not None)
+                  diagnosed=getattr(r.result, "diagnosis", None) is not None,
+                  converged=getattr(r.result, "converged", None) is not False)
         for r in chosen
     ]
 
@@ -75,29 +79,49 @@ def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
 # A confirmation run is not started with less than this left of the study's budget.
 MIN_RUN_SECONDS = 10.0
 # A fresh confirmation process pays what a forked search trial did not: the torch and adapter
-# imports and the dataset build (2.9 s + 3.5-6 s on an H100 host), and a compile from the warm
-# persistent cache (3.6 s for GPT-2 small) instead of the trial's cold one. The first run pays
-# it all; each later one was started during the run before it (`study.spare`) and pays what of
-# its start-up that run's compose, compile and warm-up left to do.
+# imports and the dataset build, and a compile from the warm persistent cache (3.6 s for GPT-2
+# small) instead of the trial's cold one. The start-up is measured once the fork server has
+# started (its own start-up is the same work); until then, what it took on the H100 host
+# (2.9 s + 3.5-6 s, and the compile imports). A run started one run ahead (`study.spare`) pays
+# what of its start-up the run before it left to do: at most SPARE_PROCESS_SECONDS, planned.
 FRESH_PROCESS_SECONDS = 12.0
 SPARE_PROCESS_SECONDS = 4.0
+CONFIRM_SHARE = 1 / 3
+"""At most this share of `--timeout` is held back from the search for confirming: on a noisy
+2-CPU VM, whose runs time their whole budget, the estimate held back 125 of 150 s and the
+search ran 3 trials; the confirmation's rounds adapt to whatever is left."""
+
+
+def start_costs(search_runner: object, confirm_runner: object) -> tuple[float, float]:
+    """The start-up seconds a confirmation's first run and each later run pay: the search
+    runner's measured start-up (`start_seconds`, else FRESH_PROCESS_SECONDS), and for later
+    runs of a runner that starts them ahead (`starts_ahead`) at most SPARE_PROCESS_SECONDS."""
+    start = getattr(search_runner, "start_seconds", None) or FRESH_PROCESS_SECONDS
+    ahead = bool(getattr(confirm_runner, "starts_ahead", False))
+    return start, min(start, SPARE_PROCESS_SECONDS) if ahead else start
 
 
 def estimate_seconds(cands: Sequence[Candidate], repeats: int, *,
-                     extra_measure_seconds: float = 0.0) -> float:
+                     measure_gap_seconds: float = 0.0,
+                     start_seconds: float = FRESH_PROCESS_SECONDS,
+                     later_start_seconds: float | None = None) -> float:
     """What confirming these will likely take: a first round of every candidate, then
     `repeats - 1` more of the two leaders by the search (the others are usually dropped as
-    clearly behind). Each run is as long as its trial without the trial's compile, plus what
-    a fresh process's start-up adds (all of it for the first run, the rest of a spare's for
-    each later one) and the longer measurement of a confirmation."""
+    clearly behind). Each run is as long as its trial without the trial's compile, plus a
+    fresh process's start-up (`start_seconds` for the first run, `later_start_seconds` for
+    each later one: the same unless they start ahead) and the longer measurement of a
+    confirmation: `measure_gap_seconds` (confirmation's budget less the search's) for a config
+    whose search windows did not converge, half of it for one whose did."""
+    later = start_seconds if later_start_seconds is None else later_start_seconds
+
     def cost(c: Candidate) -> float:
-        return (max(c.duration_seconds - c.compile_seconds, 0.0) + SPARE_PROCESS_SECONDS
-                + extra_measure_seconds)
+        gap = measure_gap_seconds if not c.converged else measure_gap_seconds / 2
+        return max(c.duration_seconds - c.compile_seconds, 0.0) + later + gap
 
     leaders = sorted((c for c in cands if not c.baseline), key=lambda c: -c.search_throughput)[:2]
     if not leaders:
         return 0.0  # the baseline alone is never confirmed: nothing to hold back yet
-    return (FRESH_PROCESS_SECONDS - SPARE_PROCESS_SECONDS + sum(map(cost, cands))
+    return (start_seconds - later + sum(map(cost, cands))
             + (repeats - 1) * sum(map(cost, leaders)))
 
 

@@ -42,6 +42,7 @@ class ForkServer:
         server_env = child_env({}, cache_dir=cache_dir, extra=env)
         server_env.pop(LAUNCH_ENV, None)
         self._log = log.open("ab")
+        launched = time.monotonic()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "autotune.trial.zygote", str(adapter)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=server_env,
@@ -56,6 +57,9 @@ class ForkServer:
             why = (ready or {}).get("error", "it exited or did not answer")
             raise RuntimeError(f"the fork server did not start: {why} (see {log})")
         self.note = str(ready.get("note") or "")
+        self.start_seconds = time.monotonic() - launched
+        """What a fresh process of this adapter pays before its run: the interpreter, the torch,
+        compile and adapter imports, the dataset build."""
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -140,6 +144,8 @@ class ForkServerRunner(SubprocessRunner):
         self.log = log
         self.server: ForkServer | None = None
         self.fallback_reason = ""
+        self.start_seconds: float | None = None
+        """The server's start-up (`ForkServer.start_seconds`), once it has started."""
 
     def _launch(self, request: TrialRequest, trial_dir: Path, log: BinaryIO) -> TrialProcess:
         server = self._server(Path(request.adapter))
@@ -159,6 +165,7 @@ class ForkServerRunner(SubprocessRunner):
             try:
                 self.server = ForkServer(adapter, log=self.log, cache_dir=self.cache_dir,
                                          env=self.env)
+                self.start_seconds = self.server.start_seconds
             except RuntimeError as exc:
                 self.fallback_reason = str(exc)
                 print(f"autotune: {exc}; each trial starts a fresh process instead",

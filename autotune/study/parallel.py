@@ -21,7 +21,7 @@ from autotune.contract.errors import InputError
 from autotune.contract.result import Status, TrialResult
 from autotune.study import records
 from autotune.study.claim import running_twin, take_over, wait_finished
-from autotune.study.confirm import estimate_seconds
+from autotune.study.confirm import CONFIRM_SHARE, estimate_seconds, start_costs
 from autotune.study.objective import Outcome
 from autotune.study.pruning import report_windows
 from autotune.study.slots import Job, Slots
@@ -73,10 +73,14 @@ class SlotLoop:
             if deadline is not None:
                 # Keep what confirming the current leaders will take.
                 confirm = s.confirm_measure or s.measure
+                first, later = start_costs(self.runner, self.confirm_runner)
                 reserve = estimate_seconds(
                     self._candidates(), s.confirm_repeats,
-                    extra_measure_seconds=max(0.0, confirm.budget_seconds
-                                              - s.measure.budget_seconds) / 2)
+                    measure_gap_seconds=max(0.0, confirm.budget_seconds
+                                            - s.measure.budget_seconds),
+                    start_seconds=first, later_start_seconds=later)
+                if s.timeout is not None:  # the search keeps most of the budget; confirmation
+                    reserve = min(reserve, CONFIRM_SHARE * s.timeout)  # adapts to what is left
                 remaining = deadline - self.clock() - reserve
                 if remaining < MIN_TRIAL_SECONDS:
                     return

@@ -21,7 +21,7 @@ from autotune.contract.request import TrialRequest
 from autotune.contract.result import Status, TrialResult
 from autotune.study.forkserver import ForkServerRunner
 from autotune.study.layout import Layout
-from autotune.study.runner import EventCallback, Runner
+from autotune.study.runner import EventCallback, Runner, SubprocessRunner
 from autotune.study.spare import SpareRunner
 
 __all__ = ["GangRunner", "Job", "Slots", "combine", "slot_runners"]
@@ -142,6 +142,10 @@ class GangRunner:
         result.save(trial_dir / "result.json")
         return result
 
+    @property
+    def starts_ahead(self) -> bool:
+        return all(getattr(r, "starts_ahead", False) for r in self.runners)
+
     def interrupt(self, reason: str) -> None:
         for runner in self.runners:
             stop = getattr(runner, "interrupt", None)
@@ -168,16 +172,18 @@ def combine(results: Sequence[TrialResult], names: Sequence[str]) -> TrialResult
                f"{statistics.median(rates):.4g}/s)")
 
 
-def slot_runners(layout: Layout, *, out: Path, cache_dir: Path | None
+def slot_runners(layout: Layout, *, out: Path, cache_dir: Path | None, ahead: bool = True
                  ) -> tuple[list[ForkServerRunner], Runner]:
     """The search's runners, one fork server per slot (pinned to its GPU and CPUs: every trial
-    it forks inherits them), and the confirmation's: fresh processes, on every slot at once
-    when there are several, as the ranks of a job in this layout would run."""
+    it forks inherits them), and the confirmation's: fresh processes, each started one run
+    ahead when `ahead` (a GPU device: `SpareRunner`), on every slot at once when there are
+    several, as the ranks of a job in this layout would run."""
     one = layout.concurrent == 1
     search = [ForkServerRunner(log=out / ("forkserver.log" if one else f"forkserver-{s.name}.log"),
                                cache_dir=cache_dir, env=s.env()) for s in layout.slots]
     fresh: list[Runner] = [
         SpareRunner(log=out / ("spares.log" if one else f"spares-{s.name}.log"),
-                    cache_dir=cache_dir, env=s.env())
+                    cache_dir=cache_dir, env=s.env()) if ahead
+        else SubprocessRunner(cache_dir=cache_dir, env=s.env())
         for s in layout.slots]
     return search, fresh[0] if one else GangRunner(fresh, [s.name for s in layout.slots])

@@ -124,7 +124,14 @@ class Spare:
 
 
 class SpareRunner(SubprocessRunner):
-    """`SubprocessRunner` whose fresh processes are started one run ahead (`Spare`)."""
+    """`SubprocessRunner` whose fresh processes are started one run ahead (`Spare`).
+
+    For a GPU: the start-up overlaps the run before it on host cores its step leaves idle. On a
+    CPU device the step itself uses the cores, and an overlapping start-up only moves time into
+    that run's warm-up (a 2-CPU VM, transformers BERT: 4.3 s less start-up a run, as much more
+    warm-up): there plain fresh processes are used."""
+
+    starts_ahead = True
 
     def __init__(self, *, log: Path, **kwargs: Any) -> None:
         super().__init__(**kwargs)

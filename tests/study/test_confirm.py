@@ -27,6 +27,7 @@ from autotune.study.confirm import (
     candidates,
     estimate_seconds,
     run_confirmation,
+    start_costs,
 )
 from autotune.study.records import (ConfirmationEntry, StudyInfo, TrialRecord, read_confirmation,
                                     read_records)
@@ -124,15 +125,37 @@ def test_no_candidates_without_ok_trials() -> None:
     assert candidates([], 3) == []
 
 
+def test_start_costs_follow_the_measured_start_up_and_the_runner() -> None:
+    class Forked:
+        start_seconds: float | None = None
+
+    class Ahead:
+        starts_ahead = True
+
+    forked = Forked()
+    assert start_costs(forked, object()) == (FRESH_PROCESS_SECONDS, FRESH_PROCESS_SECONDS)
+    forked.start_seconds = 2.5  # the fork server started: its start-up was measured
+    assert start_costs(forked, object()) == (2.5, 2.5)
+    assert start_costs(forked, Ahead()) == (2.5, 2.5)  # never more than the whole start-up
+    forked.start_seconds = 14.0
+    assert start_costs(forked, Ahead()) == (14.0, SPARE_PROCESS_SECONDS)
+
+
 def test_estimate_seconds(trials: list[TrialRecord]) -> None:
     cands = candidates(trials, 2)  # trials of 20, 12 and 5 (the baseline) seconds, no compile
-    run = [20.0 + SPARE_PROCESS_SECONDS, 12.0 + SPARE_PROCESS_SECONDS, 5.0 + SPARE_PROCESS_SECONDS]
-    first = FRESH_PROCESS_SECONDS - SPARE_PROCESS_SECONDS  # the first run's start-up is not hidden
+    run = [20.0 + FRESH_PROCESS_SECONDS, 12.0 + FRESH_PROCESS_SECONDS, 5.0 + FRESH_PROCESS_SECONDS]
     # A first round of all, then repeats - 1 more of the two leaders by the search.
-    assert estimate_seconds(cands, 3) == first + sum(run) + 2 * (run[0] + run[1])
-    assert estimate_seconds(cands, 1, extra_measure_seconds=2.0) == first + sum(run) + 3 * 2.0
+    assert estimate_seconds(cands, 3) == sum(run) + 2 * (run[0] + run[1])
+    # Half the confirmation's longer measurement for a config whose search windows converged,
+    # all of it for one whose did not.
+    assert estimate_seconds(cands, 1, measure_gap_seconds=4.0) == sum(run) + 3 * 2.0
+    noisy = [c.__class__(**{**c.__dict__, "converged": c.trial != cands[0].trial}) for c in cands]
+    assert estimate_seconds(noisy, 1, measure_gap_seconds=4.0) == sum(run) + 2 * 2.0 + 4.0
     compiled = [c.__class__(**{**c.__dict__, "compile_seconds": 4.0}) for c in cands]
-    assert estimate_seconds(compiled, 1) == first + sum(run) - 3 * 4.0
+    assert estimate_seconds(compiled, 1) == sum(run) - 3 * 4.0
+    # Runs started ahead pay less start-up after the first, which pays all of it.
+    assert estimate_seconds(cands, 1, start_seconds=9.0, later_start_seconds=1.0) == (
+        sum(run) - 3 * FRESH_PROCESS_SECONDS + 8.0 + 3 * 1.0)
     assert estimate_seconds([], 3) == 0.0
     # The baseline alone is never confirmed: no time is held back for it (a short budget
     # would otherwise end the search after its first trial).

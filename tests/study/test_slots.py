@@ -20,7 +20,7 @@ from autotune.outputs.display import QuietListener
 from autotune.study.layout import Layout, Slot
 from autotune.study.records import read_records
 from autotune.study.search import Interrupted, Search, SearchSettings
-from autotune.study.slots import GangRunner, Job, Slots
+from autotune.study.slots import GangRunner, Job, Slots, slot_runners
 from autotune.study.space import parse_space
 
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
@@ -204,3 +204,19 @@ def test_slots_free_and_wait() -> None:
 
 def _job(item: str) -> Job[str]:
     return Job(item=item, config=TrainConfig(batch_size=len(item)))
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_confirmation_runs_start_ahead_only_for_a_gpu(tmp_path: Path, ahead: bool) -> None:
+    from autotune.study.layout import plan_layout
+    from autotune.study.runner import SubprocessRunner
+    from autotune.study.spare import SpareRunner
+
+    one = plan_layout(None, None, device="cpu", host_cpus=[0, 1])
+    two = plan_layout("0,1", None, device="cuda", host_cpus=list(range(4)), visible=["0", "1"])
+    _, fresh = slot_runners(one, out=tmp_path, cache_dir=None, ahead=ahead)
+    assert type(fresh) is (SpareRunner if ahead else SubprocessRunner)
+    assert getattr(fresh, "starts_ahead", False) is ahead
+    search, gang = slot_runners(two, out=tmp_path, cache_dir=None, ahead=ahead)
+    assert len(search) == 2 and isinstance(gang, GangRunner)
+    assert gang.starts_ahead is ahead  # what the confirmation's time estimate goes by
