@@ -58,22 +58,13 @@ def cell_seconds(result: TrialResult) -> float:
     return float(result.duration_seconds or 0.0)
 
 
-def graph_of(config: TrainConfig) -> tuple[object, ...] | None:
-    """What the compiled graph depends on (None: nothing compiled): configs that differ only
-    in loader or allocator knobs share one entry of the persistent compile cache."""
-    if config.compile == "none":
-        return None
-    return (config.batch_size, config.grad_accum, config.amp_dtype, config.compile,
-            config.checkpoint)
-
-
 def compile_costs(cells: dict[TrainConfig, TrialResult]) -> dict[tuple[object, ...], tuple[float, float]]:
     """Per graph, the (cold, warm) compile seconds the grid measured: the grid compiled each
     graph once cold and then hit the cache, so a cell's own compile time says what its place
     in the grid's order cost, not what it costs in a search that meets it first or later."""
     seconds: dict[tuple[object, ...], list[float]] = {}
     for config, result in cells.items():
-        graph = graph_of(config)
+        graph = config.graph
         if graph is not None and result.compile_seconds is not None:
             seconds.setdefault(graph, []).append(result.compile_seconds)
     return {g: (max(v), min(v)) for g, v in seconds.items()}
@@ -92,7 +83,7 @@ class GridRunner:
         self.compiled: set[tuple[object, ...]] = set()
 
     def seconds(self, config: TrainConfig, result: TrialResult) -> float:
-        graph = graph_of(config)
+        graph = config.graph
         if graph is None or graph not in self.costs or result.compile_seconds is None:
             return cell_seconds(result)
         cold, warm = self.costs[graph]

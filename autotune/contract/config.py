@@ -123,6 +123,15 @@ class TrainConfig:
         return dataclasses.replace(self, **changes)
 
     @property
+    def graph(self) -> tuple[object, ...] | None:
+        """What a compiled step's graph depends on (None: nothing is compiled). Configs that
+        differ only in loader, allocator or DDP knobs share one entry of the persistent compile
+        cache: a graph compiled once in a study costs a cache hit after."""
+        if self.compile == "none":
+            return None
+        return (self.batch_size, self.grad_accum, self.amp_dtype, self.compile, self.checkpoint)
+
+    @property
     def alloc_conf(self) -> str:
         """The `PYTORCH_CUDA_ALLOC_CONF` string ("" for the allocator's defaults)."""
         return alloc_conf(expandable_segments=self.expandable_segments,

@@ -31,6 +31,8 @@ class Outcome:
     result: TrialResult
     duplicate_of: int | None = None
     """The earlier trial whose result was reused (the config was not run again)."""
+    unaffordable: bool = False
+    """Not run: a graph this study has not compiled yet would not finish in what is left."""
 
 
 class Objective:
@@ -59,7 +61,10 @@ class Objective:
         *,
         limit: float,
         on_event: Callable[[dict[str, Any]], None] | None = None,
+        budget_cut: bool = False,
     ) -> Outcome:
+        """`budget_cut`: `limit` is what is left of the search's budget, shorter than a trial's
+        own limit; a config that cannot finish in it is not started (`cold_compile`)."""
         impossible = known_incompatible(config, self.device)
         if impossible is not None:
             # Never launched; told as infeasible so the sampler learns the combination.
@@ -75,6 +80,14 @@ class Objective:
             return Outcome(result=TrialResult(
                 status=Status.OOM, reason=f"not run: implied by trial {wall.number}, which ran "
                 f"out of memory at batch_size={wall.config.batch_size}"))  # type: ignore[union-attr]
+        if budget_cut:
+            cold = self.cold_compile(config)
+            if cold is not None and cold[0] > limit:
+                # It would be cut while compiling, a timeout that says nothing about the config.
+                return Outcome(unaffordable=True, result=TrialResult(
+                    status=Status.TIMEOUT, reason=f"not run: its graph is not compiled in this "
+                    f"study yet, and a first compile and run took {cold[0]:.0f} s here (trial "
+                    f"{cold[1]}), more than the {limit:.0f} s left"))
         request = TrialRequest(adapter=str(self.adapter), config=config, device=self.device,
                                measure=self.measure, number=number,
                                diagnose_from=self.diagnose_from())
@@ -87,6 +100,30 @@ class Objective:
         diagnosis only, so one slower than the best skips it (1.5-12 s on an H100)."""
         best = max((r.value for r in self.finished() if r.ok and r.value), default=None)
         return None if best is None else DIAGNOSE_FROM * best
+
+    def cold_compile(self, config: TrainConfig) -> tuple[float, int] | None:
+        """What a trial of `config` likely takes when its graph is new to this study: the
+        longest compile a trial of the study paid, plus the shortest rest of a trial (its
+        warm-up steps, windows, start), and that trial's number; None when the graph was
+        compiled by an earlier trial (the persistent cache holds it), nothing is compiled, or
+        no trial compiled yet."""
+        graph = config.graph
+        if graph is None:
+            return None
+        ran = [r for r in self.finished() if r.result is not None and r.config is not None
+               and r.duplicate_of is None and r.result.duration_seconds]
+        past_compile = [r for r in ran if r.result.compile_seconds is not None  # type: ignore[union-attr]
+                        or r.status is Status.PRUNED]  # pruned: its windows ran, after compile
+        if any(r.config.graph == graph for r in past_compile):  # type: ignore[union-attr]
+            return None
+        timed = [r for r in ran if r.result.compile_seconds is not None]  # type: ignore[union-attr]
+        compiled = [r for r in timed if r.config.graph is not None]  # type: ignore[union-attr]
+        if not compiled:
+            return None
+        longest = max(compiled, key=lambda r: r.result.compile_seconds)  # type: ignore[union-attr, arg-type, return-value]
+        rest = min(max(0.0, r.result.duration_seconds - r.result.compile_seconds)  # type: ignore[union-attr, operator]
+                   for r in timed)
+        return longest.result.compile_seconds + rest, longest.number  # type: ignore[union-attr, operator]
 
     def memory_wall(self, config: TrainConfig) -> TrialRecord | None:
         """A finished trial that ran out of memory at this batch size or a smaller one, with

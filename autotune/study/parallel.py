@@ -149,6 +149,7 @@ class SlotLoop:
                 self.listener.trial_event(trial.number, event)
                 report(event)
 
-            return self.objectives[slot](trial.number, config, limit=limit, on_event=on_event)
+            return self.objectives[slot](trial.number, config, limit=limit, on_event=on_event,
+                                         budget_cut=job.budget_cut)
 
         slots.start(slot, job, run)

@@ -238,14 +238,17 @@ class Search(SlotLoop):
     def _step_over(self) -> None:
         step_over(self.study, self.lock, self.space)  # trials of searches that died (hosts)
 
-    def _explore(self) -> None:
+    def _explore(self, *, affordable: bool = False) -> None:
         """After a copy, queue a random config not measured yet, so that the budget buys new
-        configurations (the sampler, converged on a small space, proposes what it measured)."""
+        configurations (the sampler, converged on a small space, proposes what it measured);
+        after a config too slow to start in what is left, one whose graph is compiled already
+        (`affordable`) or that compiles nothing."""
         fresh = unmeasured(
             self.space, seed=None if self.settings.seed is None else self.settings.seed + self.done(),
             new=lambda c: (self.objective.measured_before(c) is None
                            and self.objective.memory_wall(c) is None
                            and known_incompatible(c, self.settings.device) is None
+                           and not (affordable and self.objective.cold_compile(c) is not None)
                            and all(c != p for _, p in self._ladder.pending)))
         if fresh is not None:
             self._ladder.add([(f"{EXPLORE}: {fresh.describe()}", fresh)], new_best=False)
@@ -272,13 +275,15 @@ class Search(SlotLoop):
                 slots: Slots[optuna.Trial, Outcome]) -> None:
         s, trial = self.settings, job.item
         result = outcome.result
-        self._repeats = self._repeats + 1 if outcome.duplicate_of is not None else 0
+        # Copies, and configs too slow to start in what is left, in a row: the space is spent.
+        idle = outcome.duplicate_of is not None or outcome.unaffordable
+        self._repeats = self._repeats + 1 if idle else 0
         if outcome.duplicate_of is not None:
             records.write_duplicate(trial, outcome.duplicate_of)
             if result.status is Status.PRUNED:
                 report_copy(trial, result.window_throughputs)
-            if s.guided:
-                self._explore()
+        if idle and s.guided:
+            self._explore(affordable=outcome.unaffordable)
         if result.fingerprint is not None and records.read_fingerprint(self.study) is None:
             records.write_fingerprint(self.study, result.fingerprint)
         role = records.read_role(trial)

@@ -178,3 +178,52 @@ def test_the_first_trial_is_always_diagnosed(tmp_path: Path) -> None:
     runner = FakeRunner()
     objective(tmp_path, runner)(0, TrainConfig(batch_size=16), limit=60.0)
     assert runner.requests[0].diagnose_from is None
+
+
+# -- what is left of the budget ------------------------------------------------------------------------
+
+
+def _ran(number: int, config: TrainConfig, *, compile_seconds: float, seconds: float,
+         status: Status = Status.OK) -> TrialRecord:
+    return record(number, config, TrialResult(status=status, throughput=100.0,
+                                               compile_seconds=compile_seconds,
+                                               duration_seconds=seconds))
+
+
+COMPILED = TrainConfig(batch_size=64, amp_dtype="bf16", compile="default")
+EAGER = TrainConfig(batch_size=64, amp_dtype="bf16")
+
+
+def test_a_new_graph_that_cannot_finish_in_what_is_left_is_not_started(tmp_path: Path) -> None:
+    # This study compiled one graph in 30 s; its quickest trial took 6 s besides compiling.
+    done = [_ran(0, EAGER, compile_seconds=0.3, seconds=6.3),
+            _ran(1, COMPILED, compile_seconds=30.0, seconds=40.0)]
+    runner = FakeRunner()
+    new_graph = COMPILED.replace(batch_size=32)
+    obj = objective(tmp_path, runner, done)
+    assert obj.cold_compile(new_graph) == (36.0, 1)
+    outcome = obj(2, new_graph, limit=20.0, budget_cut=True)
+    assert outcome.unaffordable and outcome.result.status is Status.TIMEOUT
+    assert outcome.result.reason == ("not run: its graph is not compiled in this study yet, and a "
+                                     "first compile and run took 36 s here (trial 1), more than "
+                                     "the 20 s left")
+    assert runner.requests == []
+    # The same graph with other loader knobs is a cache hit, and a config without compile
+    # compiles nothing: both run. So does the new graph when the budget is not what limits it.
+    for config, cut in ((COMPILED.replace(num_workers=4), True), (EAGER.replace(batch_size=32), True),
+                        (new_graph, False)):
+        assert obj.cold_compile(config) is None or not cut
+        assert not obj(3, config, limit=20.0, budget_cut=cut).unaffordable
+    assert len(runner.requests) == 3
+
+
+def test_a_pruned_trial_compiled_its_graph(tmp_path: Path) -> None:
+    done = [_ran(0, EAGER, compile_seconds=0.3, seconds=6.3),
+            _ran(1, COMPILED, compile_seconds=30.0, seconds=40.0),
+            record(2, COMPILED.replace(batch_size=32),
+                   TrialResult(status=Status.PRUNED, throughput=50.0, duration_seconds=33.0))]
+    obj = objective(tmp_path, FakeRunner(), done)
+    assert obj.cold_compile(COMPILED.replace(batch_size=32, num_workers=2)) is None
+    assert obj.cold_compile(COMPILED.replace(batch_size=16)) == (36.0, 1)
+    # Nothing compiled yet: nothing to go by.
+    assert objective(tmp_path, FakeRunner(), done[:1]).cold_compile(COMPILED) is None

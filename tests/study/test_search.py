@@ -14,7 +14,7 @@ from typing import Any
 import optuna
 import pytest
 import yaml
-from helpers import FakeRunner, csv_rows, ok_by_batch_size
+from helpers import FakeClock, FakeRunner, csv_rows, ok_by_batch_size
 from optuna.trial import TrialState
 
 from autotune import (Adapter, Diagnosis, InputError, MeasureSettings, Status, TrainConfig,
@@ -576,3 +576,41 @@ def test_the_recipe_of_a_continued_study_follows_its_baseline(tmp_path: Path) ->
     search(tmp_path, WITH_COMPILE, trials=2, runner=later).run()
     recipe = next(r for r in records_of(tmp_path) if r.role == "recipe")
     assert recipe.config is not None and recipe.config.batch_size == 64
+
+
+def test_a_new_graph_is_not_started_when_its_compile_cannot_finish_in_what_is_left(
+    tmp_path: Path,
+) -> None:
+    # A compiled graph costs 30 s the first time and 1 s after (the persistent cache); every
+    # trial 6 s more. With 150 s, the ladder climbs batch sizes until a climb's cold compile
+    # no longer fits: that one is not started, a config whose graph is compiled runs instead.
+    clock, compiled, started = FakeClock(), set(), []
+
+    def script(call: int, request: TrialRequest) -> TrialResult:
+        graph = request.config.graph
+        cold = graph is not None and graph not in compiled
+        compile_seconds = 30.0 if cold else (1.0 if graph else 0.2)
+        started.append((cold, clock.now))
+        if graph is not None:
+            compiled.add(graph)
+        clock.now += compile_seconds + 6.0
+        rate = 100.0 * request.config.batch_size * (1.5 if graph else 1.0)
+        return TrialResult(status=Status.OK, throughput=rate + request.config.num_workers,
+                           compile_seconds=compile_seconds, duration_seconds=compile_seconds + 6.0)
+
+    raw = {"batch_size": {"factors": [1, 2, 4, 8]}, "compile": {"choices": ["none", "default"]},
+           "num_workers": {"choices": [0, 1, 2, 3]}}
+    runner = FakeRunner(script)
+    Search(settings(tmp_path, trials=1000, timeout=150.0, trial_timeout=300.0), space_of(raw),
+           Tiny, runner=runner, listener=QuietListener(), clock=clock).run()
+    # Every cold compile started had the time to finish.
+    assert all(limit >= 36.0 for (cold, _), limit in zip(started, runner.timeouts) if cold)
+    trials = records_of(tmp_path)
+    skipped = [t for t in trials if t.result is not None
+               and t.result.reason.startswith("not run: its graph is not compiled")]
+    assert skipped and all(t.state == TrialState.FAIL and t.status is Status.TIMEOUT
+                           for t in skipped)  # says nothing about the config: TPE ignores it
+    after = [t for t in trials if t.number > skipped[0].number and t.ok]
+    assert after and all(t.config is not None and t.config.graph in compiled | {None}
+                         for t in after)
+    assert clock.now <= 150.0
