@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
-from typing import Any
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 
 import optuna
 from optuna.trial import TrialState
@@ -44,6 +43,7 @@ from autotune.study.confirm import (
     record_confirmation,
     run_confirmation,
 )
+from autotune.study.interrupts import Interrupted, on_signals
 from autotune.study.layout import Layout
 from autotune.study.objective import Objective, Outcome
 from autotune.study.opening import open_study, recover_stale
@@ -68,14 +68,6 @@ __all__ = ["Interrupted", "Search", "SearchListener", "SearchSettings"]
 
 # Constraint key: > 0 means the trial did not produce a usable measurement.
 FEASIBLE = records.FEASIBLE
-
-
-class Interrupted(Exception):
-    """The search was stopped by a signal; outputs for the finished trials are written."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"interrupted by {signal.Signals(signum).name}")
-        self.signum = signum
 
 
 class Search(SlotLoop):
@@ -170,7 +162,7 @@ class Search(SlotLoop):
         self._queue_recipe()  # a continued study whose baseline ran already
         deadline = None if s.timeout is None else self.clock() + s.timeout
         self.listener.started(s, self.done(), self.adapter.unit)
-        with self._signals():
+        with on_signals(self._on_signal):
             with Slots[optuna.Trial, Outcome](len(self.runners)) as slots:
                 self._search(slots, deadline)
             if not self._halted():
@@ -352,21 +344,7 @@ class Search(SlotLoop):
             if interrupt is not None:
                 interrupt(reason)
 
-    @contextmanager
-    def _signals(self) -> Iterator[None]:
+    def _on_signal(self, signum: int) -> None:
         """SIGINT/SIGTERM: stop the running trial (and its children), then stop the search."""
-
-        def handler(signum: int, frame: Any) -> None:
-            self._signal = signum
-            self._interrupt(f"stopped by {signal.Signals(signum).name}")
-
-        try:
-            previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-        except ValueError:  # not the main thread: leave signals alone
-            yield
-            return
-        try:
-            yield
-        finally:
-            for sig, old in previous.items():
-                signal.signal(sig, old)
+        self._signal = signum
+        self._interrupt(f"stopped by {signal.Signals(signum).name}")
