@@ -125,11 +125,13 @@ class TrainConfig:
     @property
     def graph(self) -> tuple[object, ...] | None:
         """What a compiled step's graph depends on (None: nothing is compiled). Configs that
-        differ only in loader, allocator or DDP knobs share one entry of the persistent compile
-        cache: a graph compiled once in a study costs a cache hit after."""
+        differ only in loader or allocator knobs share one entry of the persistent compile
+        cache: a graph compiled once in a study costs a cache hit after. (DDP's bucket size
+        splits a compiled DDP model's graph at the buckets: it counts.)"""
         if self.compile == "none":
             return None
-        return (self.batch_size, self.grad_accum, self.amp_dtype, self.compile, self.checkpoint)
+        return (self.batch_size, self.grad_accum, self.amp_dtype, self.compile, self.checkpoint,
+                self.bucket_cap_mb)
 
     @property
     def alloc_conf(self) -> str:

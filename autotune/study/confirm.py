@@ -79,13 +79,16 @@ def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
 # A confirmation run is not started with less than this left of the study's budget.
 MIN_RUN_SECONDS = 10.0
 # A fresh confirmation process pays what a forked search trial did not: the torch and adapter
-# imports and the dataset build, and a compile from the warm persistent cache (3.6 s for GPT-2
-# small) instead of the trial's cold one. The start-up is measured once the fork server has
-# started (its own start-up is the same work); until then, what it took on the H100 host
-# (2.9 s + 3.5-6 s, and the compile imports). A run started one run ahead (`study.spare`) pays
-# what of its start-up the run before it left to do: at most SPARE_PROCESS_SECONDS, planned.
+# imports and the dataset build, and a compile from the warm persistent cache instead of the
+# trial's cold one. The start-up is measured once the fork server has started (its own
+# start-up is those imports and that build); until then, what it took on the H100 host (2.9 s
+# + 3.5-6 s, and the compile imports). A run started one run ahead (`study.spare`) pays what
+# of its start-up the run before it left to do: at most SPARE_PROCESS_SECONDS, planned. A
+# compiled config pays its compile again, from the cache: at most WARM_COMPILE_SECONDS (GPT-2
+# small on the H100: 4.0-4.5 s in its confirmation runs).
 FRESH_PROCESS_SECONDS = 12.0
 SPARE_PROCESS_SECONDS = 4.0
+WARM_COMPILE_SECONDS = 4.5
 CONFIRM_SHARE = 1 / 3
 """At most this share of `--timeout` is held back from the search for confirming: on a noisy
 2-CPU VM, whose runs time their whole budget, the estimate held back 125 of 150 s and the
@@ -107,7 +110,8 @@ def estimate_seconds(cands: Sequence[Candidate], repeats: int, *,
                      later_start_seconds: float | None = None) -> float:
     """What confirming these will likely take: a first round of every candidate, then
     `repeats - 1` more of the two leaders by the search (the others are usually dropped as
-    clearly behind). Each run is as long as its trial without the trial's compile, plus a
+    clearly behind). Each run is as long as its trial without the trial's compile (a compiled
+    config's warm one back: `WARM_COMPILE_SECONDS` at most), plus a
     fresh process's start-up (`start_seconds` for the first run, `later_start_seconds` for
     each later one: the same unless they start ahead) and the longer measurement of a
     confirmation: `measure_gap_seconds` (confirmation's budget less the search's) for a config
@@ -116,7 +120,8 @@ def estimate_seconds(cands: Sequence[Candidate], repeats: int, *,
 
     def cost(c: Candidate) -> float:
         gap = measure_gap_seconds if not c.converged else measure_gap_seconds / 2
-        return max(c.duration_seconds - c.compile_seconds, 0.0) + later + gap
+        warm = min(c.compile_seconds, WARM_COMPILE_SECONDS) if c.config.compile != "none" else 0.0
+        return max(c.duration_seconds - c.compile_seconds, 0.0) + warm + later + gap
 
     leaders = sorted((c for c in cands if not c.baseline), key=lambda c: -c.search_throughput)[:2]
     if not leaders:

@@ -103,10 +103,12 @@ class Objective:
 
     def cold_compile(self, config: TrainConfig) -> tuple[float, int] | None:
         """What a trial of `config` likely takes when its graph is new to this study: the
-        longest compile a trial of the study paid, plus the shortest rest of a trial (its
-        warm-up steps, windows, start), and that trial's number; None when the graph was
-        compiled by an earlier trial (the persistent cache holds it), nothing is compiled, or
-        no trial compiled yet."""
+        longest compile a trial of the study paid in the same compile mode (any mode when none
+        did), plus the shortest rest of a trial (its warm-up steps, windows, start), and that
+        trial's number; None when the graph was compiled by an earlier trial (the persistent
+        cache holds it), nothing is compiled, or no trial compiled yet. (Trials of other hosts
+        sharing the study count as cached: their caches are theirs, so such a graph may still
+        be cut here, as before this check.)"""
         graph = config.graph
         if graph is None:
             return None
@@ -120,6 +122,8 @@ class Objective:
         compiled = [r for r in timed if r.config.graph is not None]  # type: ignore[union-attr]
         if not compiled:
             return None
+        same_mode = [r for r in compiled if r.config.compile == config.compile]  # type: ignore[union-attr]
+        compiled = same_mode or compiled
         longest = max(compiled, key=lambda r: r.result.compile_seconds)  # type: ignore[union-attr, arg-type, return-value]
         rest = min(max(0.0, r.result.duration_seconds - r.result.compile_seconds)  # type: ignore[union-attr, operator]
                    for r in timed)

@@ -139,14 +139,17 @@ class SubprocessRunner:
     def close(self) -> None:
         """Stop whatever the runner keeps between runs (nothing, here)."""
 
-    def _launch(self, request: TrialRequest, trial_dir: Path, log: BinaryIO) -> TrialProcess:
-        """Start the trial process, leading a process group of its own."""
+    def _launch(self, request: TrialRequest, trial_dir: Path, log: BinaryIO, *,
+                extra: Mapping[str, str] | None = None) -> TrialProcess:
+        """Start the trial process, leading a process group of its own (`extra`: added to
+        its environment)."""
         return subprocess.Popen(
             [sys.executable, "-m", "autotune.trial.worker", str(trial_dir)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=child_env(request.config.env, cache_dir=self.cache_dir, extra=self.env),
+            env=child_env(request.config.env, cache_dir=self.cache_dir,
+                          extra={**self.env, **(extra or {})}),
             start_new_session=True,  # its own process group: killpg reaches its workers
         )
 

@@ -127,17 +127,20 @@ class GangRunner:
             raise ValueError("a gang needs at least one runner")
         self.runners = list(runners)
         self.names = list(names or [f"slot{i}" for i in range(len(runners))])
+        # One pool for the gang's life: a process started from a thread dies with that thread
+        # (Linux's parent-death signal follows the thread), and a slot's spare process, started
+        # during one run, must outlive the run's thread to be the next run.
+        self._pool = ThreadPoolExecutor(max_workers=len(self.runners),
+                                        thread_name_prefix="autotune-gang")
 
     def run(self, request: TrialRequest, trial_dir: Path, *, timeout: float,
             on_event: EventCallback | None = None) -> TrialResult:
         trial_dir.mkdir(parents=True, exist_ok=True)
-        with ThreadPoolExecutor(max_workers=len(self.runners),
-                                thread_name_prefix="autotune-gang") as pool:
-            futures = [pool.submit(runner.run, request, trial_dir / name, timeout=timeout)
-                       for runner, name in zip(self.runners, self.names)]
-            while not all(f.done() for f in futures):
-                wait(futures, timeout=POLL_SECONDS)  # let signal handlers run (see Slots.wait)
-            results = [f.result() for f in futures]
+        futures = [self._pool.submit(runner.run, request, trial_dir / name, timeout=timeout)
+                   for runner, name in zip(self.runners, self.names)]
+        while not all(f.done() for f in futures):
+            wait(futures, timeout=POLL_SECONDS)  # let signal handlers run (see Slots.wait)
+        results = [f.result() for f in futures]
         result = combine(results, self.names)
         result.save(trial_dir / "result.json")
         return result
@@ -157,6 +160,7 @@ class GangRunner:
             close = getattr(runner, "close", None)
             if close is not None:
                 close()
+        self._pool.shutdown(wait=True)
 
 
 def combine(results: Sequence[TrialResult], names: Sequence[str]) -> TrialResult:

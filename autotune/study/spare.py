@@ -8,8 +8,10 @@ the confirmation.
 
 `SpareRunner` starts the next run's process (`autotune.trial.zygote --once`) as soon as the
 current run has started, so its start-up overlaps the current run's compose, compile and
-warm-up. The current run stops it (SIGSTOP) when its timed windows start (`trial.spare`), and
-the runner lets it go on once the run has ended: nothing of it runs while another measures.
+warm-up. The current run stops it (SIGSTOP to its process group) when its timed windows start
+(`trial.spare`), and the runner lets it go on once the run has ended: nothing of it runs while
+that run measures. (In a gang of GPU slots, a slot's spare may go on while another slot still
+measures; each keeps to its slot's CPUs.)
 When its turn comes it gets its request and runs it itself, as the process it was launched as,
 leading its own process group: the allocator settings reach it as they reach a forked trial,
 before CUDA starts. If a spare cannot start, every run is a plain fresh process (`SubprocessRunner`).
@@ -25,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -71,17 +73,30 @@ class Spare:
             pass  # closed by `close` meanwhile
         self._lines.put(None)
 
-    def _next(self, timeout: float) -> dict[str, Any] | None:
+    def _answer(self, timeout: float) -> dict[str, Any] | None:
         try:
             return self._lines.get(timeout=timeout)
         except queue.Empty:
             return None
 
-    def ready(self, timeout: float = START_TIMEOUT) -> bool:
-        """Wait until its start-up is done; False if it failed or took longer than `timeout`."""
+    def ready(self, timeout: float = START_TIMEOUT, *,
+              stop: Callable[[], bool] = lambda: False) -> bool | None:
+        """Wait until its start-up is done: True; False if it failed or took longer than
+        `timeout`; None (not known yet) as soon as `stop()` says to give up waiting."""
         if self._ready is None:
             self.resume()
-            answer = self._next(timeout)
+            deadline = time.monotonic() + timeout
+            answer: dict[str, Any] | None = None
+            while True:
+                if stop():
+                    return None
+                try:
+                    answer = self._lines.get(timeout=min(0.2, max(0.0, deadline
+                                                                  - time.monotonic())))
+                    break
+                except queue.Empty:
+                    if time.monotonic() >= deadline:
+                        break
             self._ready = bool(answer and answer.get("ready"))
             if not self._ready:
                 self.error = str((answer or {}).get("error")
@@ -96,24 +111,27 @@ class Spare:
         self.proc.stdin.write((json.dumps(message) + "\n").encode())
         self.proc.stdin.flush()
         self.proc.stdin.close()
-        answer = self._next(60.0)
+        answer = self._answer(60.0)
         if answer is None or answer.get("pid") != self.proc.pid:
             raise RuntimeError(f"the spare process did not take its run (answer {answer!r})")
         return self.proc
 
     def resume(self) -> None:
-        """Let it go on after a run stopped it (harmless when it was not stopped)."""
-        if self.proc.poll() is None:
-            try:
-                os.kill(self.proc.pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+        """Let its process group go on after a run stopped it (harmless when not stopped)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGCONT)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def close(self) -> None:
-        """Kill it (if it still runs) and close what the parent holds of it."""
-        if self.proc.poll() is None:
-            self.resume()  # a stopped process takes SIGKILL, but be plain about it
-            kill_group(self.proc, grace_seconds=0.0)
+        """Kill its process group (whatever it started, even when it died itself) and close
+        what the parent holds of it."""
+        kill_group(self.proc, grace_seconds=0.0)
+        self.release()
+
+    def release(self) -> None:
+        """Close the parent's pipes and log of a spare whose run is over (the runner has
+        killed and reaped its process group)."""
         for pipe in (self.proc.stdin, self.proc.stdout):
             if pipe is not None:
                 try:
@@ -142,27 +160,38 @@ class SpareRunner(SubprocessRunner):
         self._running: Spare | None = None
         """The process of the run under way."""
 
-    def _launch(self, request: TrialRequest, trial_dir: Path, log: BinaryIO) -> TrialProcess:
+    def _launch(self, request: TrialRequest, trial_dir: Path, log: BinaryIO, *,
+                extra: Mapping[str, str] | None = None) -> TrialProcess:
         adapter = Path(request.adapter)
-        spare = self._take(adapter)
-        if spare is None:
-            return super()._launch(request, trial_dir, log)
-        # The next run's process starts its start-up now, while this one composes and compiles.
-        self._next = Spare(adapter, log=self.log, cache_dir=self.cache_dir, env=self.env)
-        env = dict(request.config.env)
-        env[LAUNCH_ENV] = repr(time.time())
-        env[SPARE_ENV] = str(self._next.proc.pid)
-        try:
-            self._running = spare
-            return spare.go(trial_dir, env)
-        except (OSError, RuntimeError) as exc:  # it died meanwhile: this run starts cold
-            spare.close()
-            self._running = None
-            print(f"autotune: {exc}; this run starts a fresh process instead", file=sys.stderr)
-            return super()._launch(request, trial_dir, log)
+        spare = self._take(adapter, request.time_limit or START_TIMEOUT)
+        # The next run's process starts its start-up now, while this one composes and compiles
+        # (not when the run was stopped while it waited: it is about to be killed).
+        self._next = None if self._stop.is_set() else self._start(adapter)
+        stop_next = {SPARE_ENV: str(self._next.proc.pid)} if self._next is not None else {}
+        if spare is not None:
+            env = {**request.config.env, **stop_next, LAUNCH_ENV: repr(time.time())}
+            try:
+                self._running = spare
+                return spare.go(trial_dir, env)
+            except (OSError, RuntimeError) as exc:  # it died meanwhile: this run starts cold
+                spare.close()
+                self._running = None
+                print(f"autotune: {exc}; this run starts a fresh process instead",
+                      file=sys.stderr)
+        return super()._launch(request, trial_dir, log, extra={**(extra or {}), **stop_next})
 
-    def _take(self, adapter: Path) -> Spare | None:
-        """A spare whose start-up is done (started now if none is waiting), or None."""
+    def _start(self, adapter: Path) -> Spare | None:
+        if self.fallback_reason:
+            return None
+        try:
+            return Spare(adapter, log=self.log, cache_dir=self.cache_dir, env=self.env)
+        except OSError as exc:  # out of processes or file descriptors: no spare this time
+            print(f"autotune: no spare process ({exc})", file=sys.stderr)
+            return None
+
+    def _take(self, adapter: Path, timeout: float) -> Spare | None:
+        """A spare whose start-up is done (started now if none is waiting), or None: none could
+        start, or the run was stopped while it waited (it then starts plain, to be killed)."""
         if self.fallback_reason:
             return None
         spare, self._next = self._next, None
@@ -170,18 +199,22 @@ class SpareRunner(SubprocessRunner):
             spare.close()
             spare = None
         if spare is None:
-            spare = Spare(adapter, log=self.log, cache_dir=self.cache_dir, env=self.env)
-        if spare.ready():
+            spare = self._start(adapter)
+            if spare is None:
+                return None
+        ready = spare.ready(min(START_TIMEOUT, timeout), stop=self._stop.is_set)
+        if ready:
             return spare
         spare.close()
-        self.fallback_reason = f"a spare process did not start: {spare.error} (see {self.log})"
-        print(f"autotune: {self.fallback_reason}; each confirmation run starts a fresh process "
-              "instead", file=sys.stderr)
+        if ready is False:
+            self.fallback_reason = f"a spare process did not start: {spare.error} (see {self.log})"
+            print(f"autotune: {self.fallback_reason}; each confirmation run starts a fresh "
+                  "process instead", file=sys.stderr)
         return None
 
     def _ended(self) -> None:
-        if self._running is not None:  # its process group is gone: close its pipes and log
-            self._running.close()
+        if self._running is not None:  # the runner killed and reaped its process group
+            self._running.release()
             self._running = None
         if self._next is not None:
             self._next.resume()  # the run that stopped it is over

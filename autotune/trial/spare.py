@@ -12,9 +12,10 @@ __all__ = ["pause_spare"]
 
 
 def pause_spare() -> int | None:
-    """SIGSTOP the spare named in this process's environment, if it still is one: its start-up
-    (imports, the dataset build) would take CPU time from the windows about to be timed. The
-    run's parent sends SIGCONT once the run has ended. Returns the pid stopped, or None."""
+    """SIGSTOP the spare named in this process's environment (its process group: it leads
+    one), if it still is one: its start-up (imports, the dataset build) would take CPU time
+    from the windows about to be timed. The run's parent sends SIGCONT once the run has ended.
+    Returns the pid stopped, or None."""
     try:
         pid = int(os.environ.get(SPARE_ENV) or 0)
     except ValueError:
@@ -25,7 +26,7 @@ def pause_spare() -> int | None:
         # The pid could have been reused if the spare died meanwhile: stop only a spare.
         if b"autotune.trial.zygote" not in Path(f"/proc/{pid}/cmdline").read_bytes():
             return None
-        os.kill(pid, signal.SIGSTOP)
+        os.killpg(pid, signal.SIGSTOP)
     except OSError:
         return None
     return pid

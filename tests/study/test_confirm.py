@@ -23,6 +23,7 @@ from autotune.outputs.report import write_outputs
 from autotune.study.confirm import (
     FRESH_PROCESS_SECONDS,
     SPARE_PROCESS_SECONDS,
+    WARM_COMPILE_SECONDS,
     Candidate,
     candidates,
     estimate_seconds,
@@ -153,6 +154,11 @@ def test_estimate_seconds(trials: list[TrialRecord]) -> None:
     assert estimate_seconds(noisy, 1, measure_gap_seconds=4.0) == sum(run) + 2 * 2.0 + 4.0
     compiled = [c.__class__(**{**c.__dict__, "compile_seconds": 4.0}) for c in cands]
     assert estimate_seconds(compiled, 1) == sum(run) - 3 * 4.0
+    # A compiled config's cold compile is not paid again, its compile from the cache is.
+    cold = [c.__class__(**{**c.__dict__, "compile_seconds": 30.0,
+                           "duration_seconds": c.duration_seconds + 30.0,
+                           "config": c.config.replace(compile="default")}) for c in cands]
+    assert estimate_seconds(cold, 1) == pytest.approx(sum(run) + 3 * WARM_COMPILE_SECONDS)
     # Runs started ahead pay less start-up after the first, which pays all of it.
     assert estimate_seconds(cands, 1, start_seconds=9.0, later_start_seconds=1.0) == (
         sum(run) - 3 * FRESH_PROCESS_SECONDS + 8.0 + 3 * 1.0)

@@ -227,3 +227,15 @@ def test_a_pruned_trial_compiled_its_graph(tmp_path: Path) -> None:
     assert obj.cold_compile(COMPILED.replace(batch_size=16)) == (36.0, 1)
     # Nothing compiled yet: nothing to go by.
     assert objective(tmp_path, FakeRunner(), done[:1]).cold_compile(COMPILED) is None
+
+
+def test_the_compile_to_expect_is_the_same_mode_s(tmp_path: Path) -> None:
+    graphs = COMPILED.replace(compile="reduce-overhead")
+    done = [_ran(0, EAGER, compile_seconds=0.3, seconds=6.3),
+            _ran(1, graphs, compile_seconds=60.0, seconds=70.0),
+            _ran(2, COMPILED, compile_seconds=30.0, seconds=40.0)]
+    obj = objective(tmp_path, FakeRunner(), done)
+    assert obj.cold_compile(COMPILED.replace(batch_size=32)) == (36.0, 2)
+    assert obj.cold_compile(graphs.replace(batch_size=32)) == (66.0, 1)
+    # A mode no trial compiled yet: the longest of any.
+    assert obj.cold_compile(COMPILED.replace(compile="max-autotune")) == (66.0, 1)
