@@ -25,54 +25,103 @@ from autotune.contract.request import LAUNCH_ENV, TrialRequest
 from autotune.study.processes import TrialProcess, kill_group
 from autotune.study.runner import SubprocessRunner, child_env
 
-__all__ = ["ForkServer", "ForkServerRunner"]
+__all__ = ["ForkServer", "ForkServerRunner", "ZygoteProcess"]
 
 # How long the server may take to import torch, load the adapter and build its dataset.
 START_TIMEOUT = 300.0
 
 
-class ForkServer:
-    """One running `autotune.trial.zygote` process for one adapter file."""
+class ZygoteProcess:
+    """A running `autotune.trial.zygote` for one adapter file, and its answers (one JSON object
+    a line on its stdout): the fork server's, and with `once` a spare's (`study.spare`)."""
 
     def __init__(self, adapter: Path, *, log: Path, cache_dir: Path | None = None,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, once: bool = False) -> None:
         self.adapter = adapter
-        # A GPU slot's CUDA_VISIBLE_DEVICES and CPUs (`env`) are the server's own: every child
-        # it forks inherits them, and starts CUDA itself, after they are set.
-        server_env = child_env({}, cache_dir=cache_dir, extra=env)
-        server_env.pop(LAUNCH_ENV, None)
-        self._log = log.open("ab")
-        launched = time.monotonic()
+        # A GPU slot's CUDA_VISIBLE_DEVICES and CPUs (`env`) are the process's own: every trial
+        # it runs inherits them, and starts CUDA itself, after they are set. The launch time is
+        # stamped per trial.
+        zygote_env = child_env({}, cache_dir=cache_dir, extra=env)
+        zygote_env.pop(LAUNCH_ENV, None)
+        self._log = log.open("ab")  # its start-up's output; a trial's goes to the trial's log
+        self.launched = time.monotonic()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autotune.trial.zygote", str(adapter)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=server_env,
-            start_new_session=True,  # Ctrl-C reaches the search, which stops the trial itself
+            [sys.executable, "-m", "autotune.trial.zygote", str(adapter), *(["--once"] * once)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=zygote_env,
+            # Its own process group: Ctrl-C reaches the search, which stops the trial itself,
+            # and killpg reaches a spare's run's workers.
+            start_new_session=True,
         )
         self._lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        try:
+            for line in self.proc.stdout:
+                try:
+                    self._lines.put(json.loads(line))
+                except ValueError:
+                    continue  # not ours (a library printing to stdout at import)
+        except (OSError, ValueError):
+            pass  # closed by the parent meanwhile
+        self._lines.put(None)  # it has exited
+
+    def answer(self, timeout: float | None) -> dict[str, Any] | None:
+        """Its next answer; None once it has exited; `queue.Empty` after `timeout` seconds."""
+        return self._lines.get(timeout=timeout)
+
+    def request(self, trial_dir: Path, env: dict[str, str], *, last: bool = False
+                ) -> dict[str, Any] | None:
+        """Ask it to run the trial in `trial_dir` (`env`: the trial's environment changes) and
+        return its answer (None: none within a minute, or it exited). `last`: no more requests
+        follow (a spare's only one): its stdin is closed."""
+        assert self.proc.stdin is not None
+        message = {"trial_dir": str(trial_dir), "env": env,
+                   "unset": [n for n in (ALLOC_ENV, *OTHER_ALLOC_ENVS) if n not in env]}
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())
+        self.proc.stdin.flush()
+        if last:
+            self.proc.stdin.close()
+        try:
+            return self.answer(60.0)
+        except queue.Empty:
+            return None
+
+    def close_pipes(self) -> None:
+        """Close what the parent holds of it: its pipes and its start-up log."""
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()  # a fork server's loop ends at the end of its input
+                except OSError:
+                    pass
+        self._log.close()
+
+
+class ForkServer(ZygoteProcess):
+    """The fork server: started and ready, or a `RuntimeError` saying why not."""
+
+    def __init__(self, adapter: Path, *, log: Path, cache_dir: Path | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
+        super().__init__(adapter, log=log, cache_dir=cache_dir, env=env)
         self.note = ""
-        ready = self._next(START_TIMEOUT)
+        try:
+            ready = self.answer(START_TIMEOUT)
+        except queue.Empty:
+            ready = None
         if ready is None or not ready.get("ready"):
             self.close()
             why = (ready or {}).get("error", "it exited or did not answer")
             raise RuntimeError(f"the fork server did not start: {why} (see {log})")
         self.note = str(ready.get("note") or "")
-        self.start_seconds = time.monotonic() - launched
+        self.start_seconds = time.monotonic() - self.launched
         """What a fresh process of this adapter pays before its run: the interpreter, the torch,
         compile and adapter imports, the dataset build."""
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            try:
-                self._lines.put(json.loads(line))
-            except ValueError:
-                continue  # not ours (a library printing to stdout at import)
-        self._lines.put(None)  # the server has exited
-
     def _next(self, timeout: float | None) -> dict[str, Any] | None:
         try:
-            return self._lines.get(timeout=timeout)
+            return self.answer(timeout)
         except queue.Empty:
             raise TimeoutError from None
 
@@ -82,27 +131,15 @@ class ForkServer:
 
     def fork(self, trial_dir: Path, env: dict[str, str]) -> ForkedChild:
         """Start one trial in a forked child; `env` is the child's environment changes."""
-        assert self.proc.stdin is not None
-        message = {"trial_dir": str(trial_dir), "env": env,
-                   "unset": [n for n in (ALLOC_ENV, *OTHER_ALLOC_ENVS) if n not in env]}
-        self.proc.stdin.write((json.dumps(message) + "\n").encode())
-        self.proc.stdin.flush()
-        answer = self._next(60.0)
+        answer = self.request(trial_dir, env)
         if answer is None or "pid" not in answer:
             raise RuntimeError(f"the fork server did not fork a trial (answer {answer!r})")
         return ForkedChild(self, int(answer["pid"]))
 
     def close(self) -> None:
-        if self.proc.stdin is not None:
-            try:
-                self.proc.stdin.close()  # the server's loop ends at end of input
-            except OSError:
-                pass
         if self.proc.poll() is None:
             kill_group(self.proc, grace_seconds=0.0)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self._log.close()
+        self.close_pipes()
 
 
 class ForkedChild:

@@ -19,65 +19,32 @@ before CUDA starts. If a spare cannot start, every run is a plain fresh process 
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from autotune.contract.allocator import ALLOC_ENV, OTHER_ALLOC_ENVS
 from autotune.contract.request import LAUNCH_ENV, SPARE_ENV, TrialRequest
+from autotune.study.forkserver import START_TIMEOUT, ZygoteProcess
 from autotune.study.processes import TrialProcess, kill_group
-from autotune.study.runner import SubprocessRunner, child_env
+from autotune.study.runner import SubprocessRunner
 
 __all__ = ["Spare", "SpareRunner"]
 
-# How long a spare may take to import torch, load the adapter and build its dataset.
-START_TIMEOUT = 300.0
 
-
-class Spare:
+class Spare(ZygoteProcess):
     """One fresh process making its start-up ahead of the run it will be."""
 
     def __init__(self, adapter: Path, *, log: Path, cache_dir: Path | None = None,
                  env: Mapping[str, str] | None = None) -> None:
-        self.adapter = adapter
-        spare_env = child_env({}, cache_dir=cache_dir, extra=env)
-        spare_env.pop(LAUNCH_ENV, None)  # stamped when it is given its run
-        self._log = log.open("ab")  # its start-up's output; the run's goes to the run's log
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autotune.trial.zygote", str(adapter), "--once"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=spare_env,
-            start_new_session=True,  # it leads the run's process group: killpg reaches its workers
-        )
-        self._lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        super().__init__(adapter, log=log, cache_dir=cache_dir, env=env, once=True)
         self._ready: bool | None = None
         self.error = ""
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        try:
-            for line in self.proc.stdout:
-                try:
-                    self._lines.put(json.loads(line))
-                except ValueError:
-                    continue  # not ours (a library printing to stdout at import)
-        except (OSError, ValueError):
-            pass  # closed by `close` meanwhile
-        self._lines.put(None)
-
-    def _answer(self, timeout: float) -> dict[str, Any] | None:
-        try:
-            return self._lines.get(timeout=timeout)
-        except queue.Empty:
-            return None
 
     def ready(self, timeout: float = START_TIMEOUT, *,
               stop: Callable[[], bool] = lambda: False) -> bool | None:
@@ -91,8 +58,7 @@ class Spare:
                 if stop():
                     return None
                 try:
-                    answer = self._lines.get(timeout=min(0.2, max(0.0, deadline
-                                                                  - time.monotonic())))
+                    answer = self.answer(min(0.2, max(0.0, deadline - time.monotonic())))
                     break
                 except queue.Empty:
                     if time.monotonic() >= deadline:
@@ -105,13 +71,7 @@ class Spare:
 
     def go(self, trial_dir: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
         """Give it its run (`env`: the run's environment changes); it is the run's process."""
-        assert self.proc.stdin is not None
-        message = {"trial_dir": str(trial_dir), "env": env,
-                   "unset": [n for n in (ALLOC_ENV, *OTHER_ALLOC_ENVS) if n not in env]}
-        self.proc.stdin.write((json.dumps(message) + "\n").encode())
-        self.proc.stdin.flush()
-        self.proc.stdin.close()
-        answer = self._answer(60.0)
+        answer = self.request(trial_dir, env, last=True)
         if answer is None or answer.get("pid") != self.proc.pid:
             raise RuntimeError(f"the spare process did not take its run (answer {answer!r})")
         return self.proc
@@ -127,18 +87,7 @@ class Spare:
         """Kill its process group (whatever it started, even when it died itself) and close
         what the parent holds of it."""
         kill_group(self.proc, grace_seconds=0.0)
-        self.release()
-
-    def release(self) -> None:
-        """Close the parent's pipes and log of a spare whose run is over (the runner has
-        killed and reaped its process group)."""
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            if pipe is not None:
-                try:
-                    pipe.close()
-                except OSError:
-                    pass
-        self._log.close()
+        self.close_pipes()
 
 
 class SpareRunner(SubprocessRunner):
@@ -214,7 +163,7 @@ class SpareRunner(SubprocessRunner):
 
     def _ended(self) -> None:
         if self._running is not None:  # the runner killed and reaped its process group
-            self._running.release()
+            self._running.close_pipes()
             self._running = None
         if self._next is not None:
             self._next.resume()  # the run that stopped it is over
