@@ -17,6 +17,7 @@ from helpers import TEST_ADAPTERS, csv_rows, run_autotune
 from optuna.trial import TrialState
 
 from autotune import Status, TrainConfig, load_adapter, load_config
+from autotune.contract.allocator import HEAP_ENV
 from autotune.study.records import read_info, read_records
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -346,7 +347,7 @@ def test_best_yaml_round_trips_and_beats_the_baseline(mlp_study: tuple[Path, Pat
     tuned = load_config(out / "best.yaml")
     assert tuned.config == TrainConfig(**doc["config"])
     assert tuned.device == doc["provenance"]["device_kind"] == "cpu"
-    assert doc["env"] == {"PYTORCH_CUDA_ALLOC_CONF": tuned.alloc_conf}
+    assert doc["env"] == {"PYTORCH_CUDA_ALLOC_CONF": tuned.alloc_conf, **HEAP_ENV}  # a CPU's
     assert doc["throughput"]["unit"] == doc["baseline"]["unit"] == "samples/s"
     assert doc["throughput"]["value"] >= doc["baseline"]["value"] > 0
     assert doc["provenance"]["torch"] and doc["provenance"]["cpu_count"]
@@ -412,6 +413,16 @@ def test_apply_sets_the_allocator_environment(tmp_path: Path) -> None:
                         "import os; print(os.environ['PYTORCH_CUDA_ALLOC_CONF'])")
     assert proc.returncode == 0, failure(proc)
     assert proc.stdout.strip() == "expandable_segments:True,max_split_size_mb:256"
+
+
+def test_apply_of_a_cpu_search_sets_the_heap_thresholds(tmp_path: Path) -> None:
+    best = tmp_path / "best.yaml"
+    best.write_text(yaml.safe_dump({"config": TrainConfig(batch_size=8).to_dict(),
+                                    "provenance": {"device_kind": "cpu"}}))
+    proc = run_autotune("apply", best, "--", sys.executable, "-c",
+                        "import os; print(os.environ['MALLOC_TRIM_THRESHOLD_'])")
+    assert proc.returncode == 0, failure(proc)
+    assert proc.stdout.strip() == HEAP_ENV["MALLOC_TRIM_THRESHOLD_"]
 
 
 def test_apply_bad_config_exits_1(tmp_path: Path) -> None:

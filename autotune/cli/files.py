@@ -61,9 +61,9 @@ def _export(args: argparse.Namespace) -> int:
 
 def _apply(args: argparse.Namespace) -> int:
     from autotune.contract.allocator import ALLOC_ENV, OTHER_ALLOC_ENVS
-    from autotune.contract.config import read_config
+    from autotune.outputs.export import read_best
 
-    config = read_config(args.config)
+    best = read_best(args.config)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         raise InputError("autotune apply: give the command to run after --, e.g. "
@@ -72,7 +72,7 @@ def _apply(args: argparse.Namespace) -> int:
     for name in OTHER_ALLOC_ENVS:
         env.pop(name, None)
     env.pop(ALLOC_ENV, None)
-    env.update(config.env)
+    env.update(best.env)
     try:
         os.execvpe(cmd[0], cmd, env)
     except OSError as exc:

@@ -7,6 +7,7 @@ import datetime
 import math
 from typing import TYPE_CHECKING, Any
 
+from autotune.contract.allocator import ALLOC_ENV, host_heap_env
 from autotune.contract.config import TrainConfig
 from autotune.contract.fmt import human
 from autotune.contract.noise import spread_warning
@@ -42,7 +43,7 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
            else "the search trial's median window")
     return {
         "config": config.to_dict(),
-        "env": {"PYTORCH_CUDA_ALLOC_CONF": config.alloc_conf},
+        "env": {ALLOC_ENV: config.alloc_conf, **host_heap_env(settings.device)},
         "effective_batch": effective_batch(config, adapter_batch),
         "throughput": {"value": _round(winner.throughput), "unit": f"{unit}/s", "from": how},
         "baseline": ({"value": _round(winner.baseline), "unit": f"{unit}/s"}

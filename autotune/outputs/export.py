@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from autotune.contract.allocator import ALLOC_ENV, OTHER_ALLOC_ENVS
+from autotune.contract.allocator import ALLOC_ENV, OTHER_ALLOC_ENVS, host_heap_env
 from autotune.contract.config import TrainConfig, read_config
 from autotune.contract.errors import InputError
 
@@ -39,6 +39,12 @@ class Best:
     """"cuda" or "cpu" as measured (provenance.device_kind); None for a YAML of knobs."""
     batch_note: str | None = None
     """best.yaml's note on a changed effective batch and the learning rate."""
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What the training process's environment needs at its start: the CUDA allocator's
+        settings, and on a CPU the host heap's thresholds every measured process held."""
+        return {**self.config.env, **host_heap_env(self.device)}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -110,7 +116,7 @@ def to_hf(best: Best) -> Export:
             "memory, slower than measured). For the fraction, leave gradient_checkpointing off "
             "and wrap the model with autotune.load_config('best.yaml').wrap_model(model, "
             "blocks=...)")
-    return Export(arguments=args, env=c.env, notes=(*notes, *_common(best)))
+    return Export(arguments=args, env=best.env, notes=(*notes, *_common(best)))
 
 
 def to_lightning(best: Best) -> Export:
@@ -133,7 +139,7 @@ def to_lightning(best: Best) -> Export:
                      "torch.compile)")
     notes.append("dataloader: pass these to the DataLoaders your train_dataloader() builds, "
                  "beside your dataset, sampler or shuffle and collate_fn")
-    return Export(arguments=args, dataloader=loader_kwargs(c), env=c.env,
+    return Export(arguments=args, dataloader=loader_kwargs(c), env=best.env,
                   notes=(*notes, *_common(best)))
 
 
@@ -143,13 +149,19 @@ def _common(best: Best) -> list[str]:
         notes.append(f"{ALLOC_ENV} (the CUDA allocator) is read when CUDA starts: set it in the "
                      "environment, not in Python (autotune export --to env, or "
                      "autotune apply best.yaml -- python train.py)")
+    if host_heap_env(best.device):
+        notes.append("MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ (glibc's heap, which "
+                     "every measured process held: without them an eager CPU step can run up to "
+                     "2x slower) are read when the process starts: set them in the environment "
+                     "(autotune export --to env, or autotune apply best.yaml -- python train.py)")
     if best.batch_note:
         notes.append(best.batch_note)
     return notes
 
 
 def env_lines(best: Best) -> str:
-    """Shell lines that give a process the allocator settings `autotune apply` gives it."""
+    """Shell lines that give a process the allocator settings `autotune apply` gives it
+    (and on a CPU the heap thresholds)."""
     conf = best.config.alloc_conf
     lines = ["# autotune export --to env: source these before starting the training process "
              "(the allocator reads them when CUDA starts)"]
@@ -159,6 +171,10 @@ def env_lines(best: Best) -> str:
         lines.append(f"export {ALLOC_ENV}={shlex.quote(conf)}")
     else:
         lines += ["# no allocator option was chosen: the allocator's defaults", f"unset {ALLOC_ENV}"]
+    heap = host_heap_env(best.device)
+    if heap:
+        lines.append("# the host heap's thresholds, as every measured process held them")
+        lines += [f"export {name}={value}" for name, value in heap.items()]
     return "\n".join(lines) + "\n"
 
 

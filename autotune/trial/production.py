@@ -101,7 +101,9 @@ class TunedConfig:
 
 
 def load_config(path: str | Path) -> TunedConfig:
-    """Read `best.yaml` (or a YAML of knobs alone) with the device it was tuned on."""
+    """Read `best.yaml` (or a YAML of knobs alone) with the device it was tuned on. Tuned on a
+    CPU, this process holds the host heap's thresholds from here on, as every measured process
+    did (`autotune.trial.heap`; `autotune apply` sets them at the start instead)."""
     config = read_config(path)
     device = "cuda"
     artifacts = None
@@ -115,4 +117,8 @@ def load_config(path: str | Path) -> TunedConfig:
             device = str(provenance["device_kind"])
         if isinstance(doc.get("compile_artifacts"), str):
             artifacts = Path(path).parent / doc["compile_artifacts"]
+    if device == "cpu":
+        from autotune.trial.heap import hold_host_heap
+
+        hold_host_heap()
     return TunedConfig(config=config, device=device, compile_artifacts=artifacts)

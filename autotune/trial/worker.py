@@ -26,6 +26,7 @@ from autotune.contract.phases import Phase
 from autotune.contract.request import LAUNCH_ENV, MeasureSettings, TrialRequest
 from autotune.contract.result import Status, TrialResult
 from autotune.trial import noiseprobe
+from autotune.trial.heap import hold_host_heap
 from autotune.trial.hostcpu import CpuTimes, cpu_usage, read_cpu_times
 from autotune.trial.lifetime import die_with_parent
 from autotune.trial.measure import NonFiniteLoss, Window
@@ -85,6 +86,8 @@ def run_trial(request: TrialRequest, events: Path | None = None,
                      "steps": w.steps, "data_wait": w.data_wait})
 
     try:
+        if device.type == "cpu":
+            hold_host_heap()  # forked, fresh or production: the same heap (trial.heap)
         if request.check_env and os.environ.get(ALLOC_ENV, "") != config.alloc_conf:
             raise RuntimeError(
                 f"{ALLOC_ENV}={os.environ.get(ALLOC_ENV, '')!r} in the trial process, expected "

@@ -62,7 +62,11 @@ def test_hf_arguments_of_a_cpu_search(tmp_path: Path) -> None:
         "dataloader_pin_memory": False, "dataloader_persistent_workers": True,
         "dataloader_prefetch_factor": 4, "use_cpu": True,
     }
-    assert doc["env"] == {} and doc["notes"] == []
+    # Every measured process on the CPU held the heap thresholds: so must production.
+    assert doc["env"] == {"MALLOC_MMAP_THRESHOLD_": str(32 << 20),
+                          "MALLOC_TRIM_THRESHOLD_": str(256 << 20)}
+    assert len(doc["notes"]) == 1 and "MALLOC_TRIM_THRESHOLD_" in doc["notes"][0]
+    assert exported(tmp_path, CPU_TUNED, "hf", device="cuda")["env"] == {}
 
 
 def test_hf_notes_the_knobs_it_cannot_say(tmp_path: Path) -> None:
@@ -167,6 +171,16 @@ def test_env_lines_set_what_apply_sets(tmp_path: Path) -> None:
         capture_output=True, text=True, check=True,
         env={"PATH": "/usr/bin:/bin", "PYTORCH_ALLOC_CONF": "stale"})
     assert shown.stdout.strip() == "expandable_segments:True,max_split_size_mb:512|unset"
+
+
+def test_env_lines_of_a_cpu_search_set_the_heap_thresholds(tmp_path: Path) -> None:
+    script = tmp_path / "env.sh"
+    script.write_text(env_lines(Best(config=CPU_TUNED, device="cpu")))
+    shown = subprocess.run(
+        ["bash", "-c", f". {script}; echo \"$MALLOC_MMAP_THRESHOLD_ $MALLOC_TRIM_THRESHOLD_\""],
+        capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})
+    assert shown.stdout.split() == [str(32 << 20), str(256 << 20)]
+    assert "MALLOC" not in env_lines(Best(config=CPU_TUNED, device="cuda"))
 
 
 def test_env_lines_without_allocator_settings_unset_it() -> None:
