@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from autotune.contract.allocator import ALLOC_ENV, host_heap_env
 from autotune.contract.config import TrainConfig
 from autotune.contract.fmt import human
-from autotune.contract.noise import spread_warning
+from autotune.contract.noise import SPREAD_WARNING, spread_warning
 from autotune.contract.result import Fingerprint, TrialResult
 from autotune.study.records import StudyInfo
 from autotune.study.lead import DISAGREE, disagreement, evidence
@@ -175,9 +175,13 @@ def decision_note(winner: Winner) -> str:
     d = winner.decision
     assert d is not None  # checked by the caller
     if d.verdict == "clear lead":
-        return (f"trial {winner.record.number} leads trial {d.runner_up} by {d.ratio:.3g}x "
+        lead = (f"trial {winner.record.number} leads trial {d.runner_up} by {d.ratio:.3g}x "
                 f"(95% interval {d.interval[0]:.3g}-{d.interval[1]:.3g}) over {d.runs} and "
                 f"{d.runner_up_runs} fresh runs" if d.interval and d.ratio else "clear lead")
+        if d.confidence == "low" and d.spread > 1 + SPREAD_WARNING:
+            lead += (f"; but its own runs are {d.spread:.3g}x apart, so its rate is known no "
+                     "better than that")
+        return lead
     if d.verdict == "tie within noise":
         how = ("are as fast as each other (their ratio within 2% of 1)" if d.confidence == "high"
                else "are within the noise of their runs")

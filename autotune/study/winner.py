@@ -14,6 +14,7 @@ from typing import Any
 
 from optuna.trial import TrialState
 
+from autotune.contract.noise import SPREAD_WARNING
 from autotune.contract.result import TrialResult
 from autotune.contract.stats import relative_spread
 from autotune.study.lead import DISAGREE, EQUAL, disagreement, evidence, ratio_interval, standing
@@ -177,9 +178,13 @@ def decide(entries: Sequence[ConfirmationEntry], by_number: dict[int, TrialRecor
     base_spread = disagreement(base_runs) if base_runs and base is not chosen else None
     # What the winner is compared with: the next fastest, or the faster leader it tied with.
     runner = leader if chosen is not leader else (others[0] if others else None)
-    # Sure of the pick: a clear lead, or a tie whose runs show the configs equally fast.
+    # Sure of the pick: a clear lead, or a tie whose runs show the configs equally fast; and
+    # of its figure: its own runs agree as closely as runs get without a warning (runs 1.9x
+    # apart made a clear lead "high" before).
+    own_spread = relative_spread(chosen.throughputs) if len(chosen.throughputs) >= 2 else 0.0
     high = ((verdict == "clear lead" or (verdict == "tie within noise" and now.settled))
-            and spread < DISAGREE and (base_spread is None or base_spread < DISAGREE))
+            and own_spread <= SPREAD_WARNING
+            and (base_spread is None or base_spread < DISAGREE))
     mine = evidence(chosen)
     return chosen, Decision(
         confidence="high" if high else "low",

@@ -196,6 +196,20 @@ def test_a_clear_lead_with_runs_twice_apart_is_low_confidence() -> None:
     assert winner.decision.spread == pytest.approx(700.0 / 300.0)
 
 
+def test_a_clear_lead_whose_own_runs_scatter_is_low_confidence() -> None:
+    # Ahead beyond doubt (its slowest run beats the runner-up's fastest), but its own runs
+    # 1.5x apart: its rate is not known well enough to be sure of the figure.
+    recs = [run(0, baseline=True), run(1, batch_size=16), run(2, batch_size=32)]
+    confirmation = [runs(2, 400.0, 600.0), runs(1, 200.0, 205.0),
+                    runs(0, 100.0, 102.0, baseline=True)]
+    d = pick_winner(recs, confirmation).decision
+    assert d is not None and (d.verdict, d.confidence) == ("clear lead", "low")
+    # Within the spread warning's 10%, the same lead is high.
+    confirmation[0] = runs(2, 500.0, 540.0)
+    d = pick_winner(recs, confirmation).decision
+    assert d is not None and (d.verdict, d.confidence) == ("clear lead", "high")
+
+
 def test_one_fresh_run_is_too_few_for_high_confidence() -> None:
     recs = [run(0, baseline=True), run(2, batch_size=32)]
     winner = pick_winner(recs, [runs(2, 300.0, search=310.0),
