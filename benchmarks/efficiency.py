@@ -6,7 +6,8 @@
 Reads the search's study (through its output folder) and best.yaml, and the grid measured on
 the same machine; prints one JSON object and, with --append, adds or replaces it (by adapter)
 in a list. `trials` counts configurations the search evaluated: trials that ran (pruned ones
-included) and memory-wall or known-incompatible refusals, not re-used duplicates.
+included) and memory-wall or known-incompatible refusals, not re-used duplicates nor configs the
+budget's end left unstarted (a timeout "not run": its first compile would not have finished).
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ def summarize(search: Path, grid: Path, bound: str, budget: float) -> dict[str, 
     name = yaml.safe_load((search / "study.yaml").read_text())["study_name"]
     study = optuna.load_study(study_name=name, storage=f"sqlite:///{(search / 'study.db').resolve()}")
     recs = [r for r in records.read_records(study) if r.result is not None and r.search]
-    evaluated = [r for r in recs if r.duplicate_of is None and r.result.status is not Status.INTERRUPTED]
+    evaluated = [r for r in recs if r.duplicate_of is None
+                 and r.result.status is not Status.INTERRUPTED
+                 and not (r.result.status is Status.TIMEOUT
+                          and (r.result.reason or "").startswith("not run"))]
     ran = [r for r in evaluated if r.result.phases]
     fixed = [r.result.fixed_seconds for r in ran if r.result.fixed_seconds is not None]
     best = yaml.safe_load((search / "best.yaml").read_text())

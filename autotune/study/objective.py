@@ -7,7 +7,7 @@ that trial's result; anything else runs through the runner in a trial folder of 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +101,8 @@ class Objective:
         best = max((r.value for r in self.finished() if r.ok and r.value), default=None)
         return None if best is None else DIAGNOSE_FROM * best
 
-    def cold_compile(self, config: TrainConfig) -> tuple[float, int] | None:
+    def cold_compile(self, config: TrainConfig, finished: Sequence[TrialRecord] | None = None
+                     ) -> tuple[float, int] | None:
         """What a trial of `config` likely takes when its graph is new to this study: the
         longest compile a trial of the study paid in the same compile mode (any mode when none
         did), plus the shortest rest of a trial (its warm-up steps, windows, start), and that
@@ -112,7 +113,8 @@ class Objective:
         graph = config.graph
         if graph is None:
             return None
-        ran = [r for r in self.finished() if r.result is not None and r.config is not None
+        ran = [r for r in (self.finished() if finished is None else finished)
+               if r.result is not None and r.config is not None
                and r.duplicate_of is None and r.result.duration_seconds]
         past_compile = [r for r in ran if r.result.compile_seconds is not None  # type: ignore[union-attr]
                         or r.status is Status.PRUNED]  # pruned: its windows ran, after compile
@@ -129,11 +131,14 @@ class Objective:
                    for r in timed)
         return longest.result.compile_seconds + rest, longest.number  # type: ignore[union-attr, operator]
 
-    def memory_wall(self, config: TrainConfig) -> TrialRecord | None:
+    def memory_wall(self, config: TrainConfig, finished: Sequence[TrialRecord] | None = None
+                    ) -> TrialRecord | None:
         """A finished trial that ran out of memory at this batch size or a smaller one, with
-        the same memory-relevant knobs (dtype, compile, checkpointing, allocator)."""
+        the same memory-relevant knobs (dtype, compile, checkpointing, allocator). `finished`:
+        the study's finished trials when the caller has read them (else read here), as for
+        `measured_before` and `cold_compile`."""
         mine = _memory_knobs(config)
-        for record in self.finished():
+        for record in self.finished() if finished is None else finished:
             if (record.status is Status.OOM and record.config is not None
                     and record.config.batch_size <= config.batch_size
                     and _memory_knobs(record.config) == mine
@@ -141,8 +146,9 @@ class Objective:
                 return record
         return None
 
-    def measured_before(self, config: TrainConfig) -> TrialRecord | None:
-        for record in self.finished():
+    def measured_before(self, config: TrainConfig,
+                        finished: Sequence[TrialRecord] | None = None) -> TrialRecord | None:
+        for record in self.finished() if finished is None else finished:
             if record.config == config and record.result is not None:
                 return record
         return None

@@ -235,12 +235,13 @@ class Search(SlotLoop):
         configurations (the sampler, converged on a small space, proposes what it measured);
         after a config too slow to start in what is left, one whose graph is compiled already
         (`affordable`) or that compiles nothing."""
+        done = self.objective.finished()  # read once: the predicate runs for every draw
         fresh = unmeasured(
             self.space, seed=None if self.settings.seed is None else self.settings.seed + self.done(),
-            new=lambda c: (self.objective.measured_before(c) is None
-                           and self.objective.memory_wall(c) is None
+            new=lambda c: (self.objective.measured_before(c, done) is None
+                           and self.objective.memory_wall(c, done) is None
                            and known_incompatible(c, self.settings.device) is None
-                           and not (affordable and self.objective.cold_compile(c) is not None)
+                           and not (affordable and self.objective.cold_compile(c, done) is not None)
                            and all(c != p for _, p in self._ladder.pending)))
         if fresh is not None:
             self._ladder.add([(f"{EXPLORE}: {fresh.describe()}", fresh)], new_best=False)
