@@ -41,9 +41,9 @@ MEASURED = ("warmup", "windows", "diagnosis")
 
 
 def sequence(kind: str, adapter: Path, config: TrainConfig, device: str, runs: int,
-             work: Path) -> dict[str, Any]:
-    runner: SubprocessRunner = (SpareRunner(log=work / "spares.log", cache_dir=work / "cache")
-                                if kind == "spare" else SubprocessRunner(cache_dir=work / "cache"))
+             work: Path, cache: Path) -> dict[str, Any]:
+    runner: SubprocessRunner = (SpareRunner(log=work / "spares.log", cache_dir=cache)
+                                if kind == "spare" else SubprocessRunner(cache_dir=cache))
     seconds, overhead, rates = [], [], []
     start = time.monotonic()
     try:
@@ -79,15 +79,17 @@ def main(argv: list[str] | None = None) -> int:
                          compile=args.compile)
     kinds: dict[str, list[dict[str, Any]]] = {"plain": [], "spare": []}
     with tempfile.TemporaryDirectory() as tmp:
-        # One compile before timing anything: both kinds then meet a warm compile cache.
-        sequence("plain", args.adapter, config, args.device, 1, Path(tmp) / "warm")
+        # One compile before timing anything: both kinds then meet a warm compile cache (one
+        # cache for all sequences, as a search's confirmation runs share the study's).
+        cache = Path(tmp) / "cache"
+        sequence("plain", args.adapter, config, args.device, 1, Path(tmp) / "warm", cache)
         for r in range(args.rounds):
             order = ("plain", "spare") if r % 2 == 0 else ("spare", "plain")
             for kind in order:
                 work = Path(tmp) / f"round{r}"
                 work.mkdir(exist_ok=True)
                 kinds[kind].append(sequence(kind, args.adapter, config, args.device, args.runs,
-                                            work))
+                                            work, cache))
                 s = kinds[kind][-1]
                 print(f"round {r} {kind}: {s['total_seconds']:.1f} s for {args.runs} runs "
                       f"({', '.join(f'{x:.1f}' for x in s['seconds'])}); overhead "
