@@ -135,6 +135,7 @@ def measure(
     on_timed_start: Callable[[], None] | None = None,
     on_first_step: Callable[[float], None] | None = None,
     gather: Gather | None = None,
+    stop_at: float | None = None,
 ) -> Measurement:
     """Warm `step` up, then time windows of it until they agree or the budget ends.
 
@@ -147,6 +148,10 @@ def measure(
     window length, stop) is taken on values all ranks agree on, the slowest rank's times, so
     all run the same steps; a window counts the items of every rank over the slowest rank's
     seconds (the global rate). `finite` must then agree across the ranks too.
+
+    `stop_at`: a `clock()` time after which no window starts, whatever the budget (the trial's
+    own time limit, less what it needs to report): a run killed at its limit loses every window
+    it measured. Not with `gather`: each rank's clock would decide alone.
     """
     s = settings
     start = clock()
@@ -224,6 +229,8 @@ def measure(
         out_of_time = elapsed >= s.budget_seconds
         if len(windows) >= s.max_windows or (out_of_time and len(windows) >= s.min_windows):
             break
+        if gather is None and stop_at is not None and clock() >= stop_at:
+            break  # unconverged, but measured: better than killed with nothing
     return Measurement(
         windows=tuple(windows),
         warmup_steps=steps,

@@ -37,6 +37,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Preloaded", "main", "run_trial", "serve", "settings_for"]
 
+REPORT_RESERVE = 5.0
+"""Seconds before the trial's time limit at which its timed windows stop, converged or not:
+what follows (compile artifacts, the result) must fit. A confirmation run on an H100 was killed
+at its 32-s limit after 22 windows of a launch-bound step, and all 22 were lost."""
+
 DIAGNOSIS_RESERVE = 15.0
 """Seconds that must be left of the trial's time limit to start the diagnosis (it took 1.5-12 s
 on an H100): a GPT-2 trial on an H200 was killed 1 s into it, its windows measured and lost."""
@@ -138,10 +143,13 @@ def run_trial(request: TrialRequest, events: Path | None = None,
         def first_step(seconds: float) -> None:  # past it, a slow warm-up is not compiling
             phases.emit({"event": "first_step", "seconds": seconds})
 
+        stop_at = None if request.time_limit is None else \
+            time.perf_counter() + request.time_limit - phases.elapsed() - REPORT_RESERVE
         m = measure(step, sync=step.sync, settings=settings,
                     finite=step.finite if rank is None else rank.agreed(step.finite),
                     gather=None if rank is None else rank.gather,
-                    on_window=on_window, on_timed_start=timed_start, on_first_step=first_step)
+                    on_window=on_window, on_timed_start=timed_start, on_first_step=first_step,
+                    stop_at=stop_at)
         facts["host_cpu"] = cpu_usage(cpu_start[0] if cpu_start else None, read_cpu_times())
         if noise_start:
             facts["noise"] = noiseprobe.finish(noise_start[0], gpu_uuid=noiseprobe.gpu_uuid(device))

@@ -46,6 +46,7 @@ def run(
     wait: float = 0.0,
     finite: Callable[[], bool] = lambda: True,
     on_window: Callable[[Window], None] | None = None,
+    stop_at: float | None = None,
     **settings: float,
 ) -> tuple[Measurement, FakeStep]:
     clock = FakeClock()
@@ -58,6 +59,7 @@ def run(
         settings=MeasureSettings(**{**defaults, **settings}),  # type: ignore[arg-type]
         clock=clock,
         on_window=on_window,
+        stop_at=stop_at,
     )
     return m, step
 
@@ -173,6 +175,16 @@ def test_alternating_windows_stop_at_the_budget() -> None:
     assert elapsed[-1] >= 0.5  # stopped once the budget was spent...
     assert elapsed[-2] < 0.5  # ...and not before
     assert len(m.windows) == 6
+
+
+def test_windows_stop_at_the_trials_deadline_unconverged_but_measured() -> None:
+    # The same noisy windows with a budget of 1000 s: the trial's own time limit (stop_at, at
+    # 1 s on the fake clock) ends them, where being killed at the limit would lose them all.
+    m, step = run(alternating_windows(warmup=3, per_window=4), min_warmup_steps=3,
+                  min_window_steps=4, window_seconds=2 * FAST, max_windows=1000, stop_at=1.0)
+    assert not m.converged
+    assert step.clock.now >= 1.0 and step.clock.now - 1.0 < 4 * SLOW  # at most one window past
+    assert m.throughput > 0 and len(m.windows) > 3
 
 
 @pytest.mark.parametrize(

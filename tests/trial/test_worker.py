@@ -15,8 +15,8 @@ from helpers import PID_DIR_ENV, TEST_ADAPTERS, recorded_pids
 from autotune import HostCpu, MeasureSettings, Status, TrainConfig, TrialResult, load_adapter
 from autotune.contract.phases import PHASES
 from autotune.contract.request import TrialRequest
-from autotune.trial.worker import (DIAGNOSIS_RESERVE, Preloaded, _one_line, main, run_trial, serve,
-                                   settings_for)
+from autotune.trial.worker import (DIAGNOSIS_RESERVE, REPORT_RESERVE, Preloaded, _one_line, main,
+                                   run_trial, serve, settings_for)
 
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
 
@@ -115,6 +115,20 @@ def test_no_diagnosis_starts_near_the_time_limit(tiny_adapter: Path) -> None:
     roomy = run_trial(request_for(tiny_adapter, time_limit=100.0 + 2 * DIAGNOSIS_RESERVE + 60.0),
                       started=began)
     assert "diagnosis" in roomy.phases and roomy.diagnosis is not None
+
+
+def test_windows_end_before_the_time_limit(tiny_adapter: Path) -> None:
+    # Windows that never agree (tolerance 0) and a budget far past the limit: the trial ends
+    # them REPORT_RESERVE before its limit and reports them, where a kill would lose them.
+    endless = MeasureSettings(window_seconds=0.02, budget_seconds=1000.0, max_windows=100000,
+                              tolerance=1e-12)
+    limit = REPORT_RESERVE + 4.0
+    began = time.perf_counter()
+    result = run_trial(request_for(tiny_adapter, measure=endless, time_limit=limit,
+                                   diagnose=False), started=began)
+    assert result.status is Status.OK, result.reason
+    assert not result.converged and result.windows is not None and result.windows > 3
+    assert time.perf_counter() - began < limit
 
 
 def test_a_failure_is_a_result_with_the_phases_it_reached(
