@@ -37,7 +37,8 @@ def summarize(search: Path, grid: Path, bound: str, budget: float) -> dict[str, 
                  and r.result.status is not Status.INTERRUPTED
                  and not (r.result.status is Status.TIMEOUT
                           and (r.result.reason or "").startswith("not run"))]
-    ran = [r for r in evaluated if r.result.phases]
+    # Launched on the device: pruned ones too (their results carry no phases), not refusals.
+    ran = [r for r in evaluated if not (r.result.reason or "").startswith("not run")]
     fixed = [r.result.fixed_seconds for r in ran if r.result.fixed_seconds is not None]
     best = yaml.safe_load((search / "best.yaml").read_text())
     cells = json.loads(grid.read_text())
