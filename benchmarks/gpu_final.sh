@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# GPU call: the tinyblocks winner side by side with its grid's optimum config, then fidelity of
-# the ResNet winner (both from results/h100/search/).
+# GPU call: the ResNet and tinyblocks winners side by side with their grid's optimum config
+# (2 alternating fresh runs each), then fidelity of the ResNet winner (results/h100/search/).
 #   bash benchmarks/gpu_final.sh
 set -u
 . benchmarks/device_env.sh
-TINY_BATCH=64 timeout 240 python3 benchmarks/versus.py --adapter adapters/tinyblocks.py \
+timeout 180 python3 benchmarks/versus.py --adapter adapters/resnet.py \
+  --best results/h100/search/resnet/best.yaml --grid results/h100/grids/resnet.json \
+  --device cuda --runs 2 --json $OUT/versus-resnet.json 2>&1 | tee $OUT/versus-resnet.log | tail -6
+TINY_BATCH=64 timeout 160 python3 benchmarks/versus.py --adapter adapters/tinyblocks.py \
   --best results/h100/search/tinyblocks/best.yaml --grid results/h100/grids/tinyblocks.json \
-  --device cuda --runs 3 --json $OUT/versus-tinyblocks.json 2>&1 | tee $OUT/versus-tinyblocks.log | tail -6
+  --device cuda --runs 2 --json $OUT/versus-tinyblocks.json 2>&1 | tee $OUT/versus-tinyblocks.log | tail -6
 timeout $((585 - SECONDS)) python3 benchmarks/fidelity.py --adapter adapters/resnet.py \
-  --config results/h100/search/resnet/best.yaml --repeats 3 --warmup 30 --seconds 90 \
+  --config results/h100/search/resnet/best.yaml --repeats 2 --warmup 20 --seconds 60 \
   --json $OUT/resnet-fidelity.json 2>&1 | tee $OUT/resnet-fidelity.log | tail -6
