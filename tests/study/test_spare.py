@@ -113,9 +113,9 @@ def test_a_run_cut_at_its_limit_lets_the_next_spare_go_on_and_a_dead_spare_is_re
 ) -> None:
     tag = f"spare-{uuid.uuid4().hex}"
     runner = SpareRunner(log=tmp_path / "spares.log", env={TAG_ENV: tag})
-    # Windows that never agree within the tolerance and a long budget: the run is cut at its
-    # limit while timing, after it stopped the next spare.
-    endless = MeasureSettings(window_seconds=0.05, budget_seconds=600.0, max_windows=100_000,
+    # One window longer than the run's limit: the run is cut at its limit while timing, after
+    # it stopped the next spare (windows stop before the limit only between windows).
+    endless = MeasureSettings(window_seconds=60.0, budget_seconds=600.0, max_windows=100_000,
                               tolerance=1e-9)
     try:
         request = TrialRequest(adapter=str(tiny_adapter), config=TrainConfig(batch_size=8),
