@@ -59,12 +59,16 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
     rows = [r for r in all_rows if r["role"] not in (records.CONFIRM, records.WINNER)]
     info = records.read_info(study)
     unit = info.unit if info else "items"
-    ok = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: -r["throughput"])
+    # A copy (the sampler proposed a config measured before) repeats its original's row.
+    ok = sorted((r for r in rows if r["status"] == "ok" and r["copy_of"] is None),
+                key=lambda r: -r["throughput"])
+    copies = sum(r["copy_of"] is not None for r in rows)
     # Piped or logged: ASCII lines, not box-drawing characters a log or a grep may mangle.
     box = rich.box.HEAVY_HEAD if console.is_terminal else rich.box.ASCII
     justify: Literal["center", "left"] = "center" if console.is_terminal else "left"
+    copied = f", {copies} {'copy' if copies == 1 else 'copies'} not shown" if copies else ""
     table = Table(title=f"{study.study_name}: top {min(top, len(ok))} of {len(rows)} trials "
-                  f"({unit}/s)", box=box, title_justify=justify)
+                  f"({unit}/s{copied})", box=box, title_justify=justify)
     for name in ("#", f"{unit}/s", "x base", "spread", "step ms", "compile s", "data wait",
                  "peak GB", "bound", "config"):
         table.add_column(name, justify="left" if name == "config" else "right",

@@ -34,7 +34,7 @@ PHASE_COLUMNS = {p: f"{p}_seconds" for p in PHASES if f"{p}_seconds" not in MEAS
 # causes of a spread, per trial, so a noisy row says why.
 NOISE_COLUMNS = ("noise_other_cpus", "noise_busiest", "noise_gpu_others", "noise_gpu_clock_ratio",
                  "noise_gpu_limits", "noise_cpu_throttle_events")
-COLUMNS = ("number", "state", "status", "baseline", *KNOB_COLUMNS, "role", "confirms", "winner",
+COLUMNS = ("number", "state", "status", "baseline", *KNOB_COLUMNS, "role", "confirms", "copy_of", "winner",
            "confidence", "confirmed_median", "confirmed_runs", *MEASURES,
            *PHASE_COLUMNS.values(), "verdict",
            "loader_rate", "compute_rate", "gpu_busy_fraction", "cpu_busy_fraction",
@@ -75,6 +75,7 @@ def trial_rows(records: Sequence[TrialRecord], baseline: float | None,
         row["cpu_busy_fraction"] = cpu.busy_fraction if cpu else None
         row["cpu_steal_fraction"] = cpu.steal_fraction if cpu else None
         row.update(_noise_columns(result.noise if result else None))
+        row["copy_of"] = r.duplicate_of
         if r.duplicate_of is not None:
             row["reason"] = f"same config as trial {r.duplicate_of}: not re-run"
         throughput = result.throughput if result and status == "ok" else None

@@ -80,6 +80,25 @@ def test_show_prints_the_top_trials(tmp_path: Path) -> None:
     assert "* spread above tolerance" in text
 
 
+def test_show_lists_a_copy_once(tmp_path: Path) -> None:
+    # The sampler proposed batch 16 again: the study keeps the copy, the table shows the
+    # original only and says how many copies it left out.
+    out = tmp_path / "out"
+    run_study(out, str(tmp_path / "study.db"))
+    study = load_study(out)
+    _, config, result = OUTCOMES[2]
+    trial = study.ask()
+    records.write_config(trial, config)
+    records.write_result(trial, result)
+    records.write_duplicate(trial, 2)
+    study.tell(trial, result.throughput or 0.0)
+    console = Console(record=True, width=200)
+    show(out, console=console)
+    text = console.export_text()
+    assert "shown: top 2 of 4 trials (samples/s, 1 copy not shown)" in text
+    assert sum("bs=16 workers=1 fp32" in line for line in text.splitlines()) == 1
+
+
 def test_show_top_limits_the_rows(tmp_path: Path) -> None:
     out = tmp_path / "out"
     run_study(out, str(tmp_path / "study.db"))
