@@ -82,6 +82,10 @@ class TrialRequest:
     time_limit: float | None = None
     """Seconds the parent lets the trial run, from its start (None: no limit): the diagnosis is
     skipped when too little is left, so that a measured trial is not killed in it."""
+    deadline: float | None = None
+    """When the parent kills the trial, as `time.time()` (None: from `time_limit` alone): set
+    by the runner when its clock starts, before a spare's or the fork server's start-up that a
+    trial's own clock does not see."""
     check_env: bool = True
     """Verify the allocator environment reached this process (off for the in-process twin)."""
     save_compile_artifacts: bool = False
@@ -108,6 +112,7 @@ class TrialRequest:
             "diagnose": self.diagnose,
             "diagnose_from": self.diagnose_from,
             "time_limit": self.time_limit,
+            "deadline": self.deadline,
             "check_env": self.check_env,
             "save_compile_artifacts": self.save_compile_artifacts,
             "nproc_per_node": self.nproc_per_node,
@@ -125,6 +130,7 @@ class TrialRequest:
             diagnose=data["diagnose"],
             diagnose_from=data.get("diagnose_from"),
             time_limit=data.get("time_limit"),
+            deadline=data.get("deadline"),
             check_env=data["check_env"],
             save_compile_artifacts=data.get("save_compile_artifacts", False),
             nproc_per_node=data.get("nproc_per_node", 1),

@@ -88,13 +88,14 @@ class SubprocessRunner:
         timeout: float,
         on_event: EventCallback | None = None,
     ) -> TrialResult:
-        # The limit this runner enforces travels with the request: the trial starts no
-        # diagnosis it could not finish (`worker.DIAGNOSIS_RESERVE`).
-        request = dataclasses.replace(request, time_limit=timeout)
+        # The limit this runner enforces travels with the request, from when its clock starts
+        # (before a spare's or the fork server's start-up): the trial ends its windows and
+        # starts no diagnosis it could not finish (`worker.REPORT_RESERVE`, `DIAGNOSIS_RESERVE`).
+        start = time.monotonic()
+        request = dataclasses.replace(request, time_limit=timeout, deadline=time.time() + timeout)
         _prepare(request, trial_dir)
         self._prune.clear()
         log_path = trial_dir / "log.txt"
-        start = time.monotonic()
         with log_path.open("ab") as log:
             proc = self._launch(request, trial_dir, log)
             events = _EventTail(trial_dir / "events.jsonl", on_event)

@@ -149,9 +149,10 @@ def measure(
     all run the same steps; a window counts the items of every rank over the slowest rank's
     seconds (the global rate). `finite` must then agree across the ranks too.
 
-    `stop_at`: a `clock()` time after which no window starts, whatever the budget (the trial's
-    own time limit, less what it needs to report): a run killed at its limit loses every window
-    it measured. Not with `gather`: each rank's clock would decide alone.
+    `stop_at`: a `clock()` time by which the windows end, whatever the budget (the trial's own
+    time limit, less what it needs to report): no window starts that, as long as the last one,
+    would end past it. A run killed at its limit loses every window it measured. Not with
+    `gather`: each rank's clock would decide alone.
     """
     s = settings
     start = clock()
@@ -229,8 +230,8 @@ def measure(
         out_of_time = elapsed >= s.budget_seconds
         if len(windows) >= s.max_windows or (out_of_time and len(windows) >= s.min_windows):
             break
-        if gather is None and stop_at is not None and clock() >= stop_at:
-            break  # unconverged, but measured: better than killed with nothing
+        if gather is None and stop_at is not None and clock() + window.seconds >= stop_at:
+            break  # another window would end past it: unconverged, but measured, not killed
     return Measurement(
         windows=tuple(windows),
         warmup_steps=steps,

@@ -47,6 +47,16 @@ DIAGNOSIS_RESERVE = 15.0
 on an H100): a GPT-2 trial on an H200 was killed 1 s into it, its windows measured and lost."""
 
 
+def _time_left(request: TrialRequest, phases: _Phases) -> float | None:
+    """Seconds until the parent kills this trial (None: no limit): from the runner's deadline
+    when it sent one, else from the time limit and this process's own start."""
+    if request.deadline is not None:
+        return request.deadline - time.time()
+    if request.time_limit is not None:
+        return request.time_limit - phases.elapsed()
+    return None
+
+
 def settings_for(config: TrainConfig, base: MeasureSettings) -> MeasureSettings:
     """Fill in what the measurement must know about the loader and accumulation."""
     # PyTorch's DataLoader holds num_workers * prefetch_factor batches ahead (default factor 2).
@@ -143,8 +153,8 @@ def run_trial(request: TrialRequest, events: Path | None = None,
         def first_step(seconds: float) -> None:  # past it, a slow warm-up is not compiling
             phases.emit({"event": "first_step", "seconds": seconds})
 
-        stop_at = None if request.time_limit is None else \
-            time.perf_counter() + request.time_limit - phases.elapsed() - REPORT_RESERVE
+        left = _time_left(request, phases)
+        stop_at = None if left is None else time.perf_counter() + left - REPORT_RESERVE
         m = measure(step, sync=step.sync, settings=settings,
                     finite=step.finite if rank is None else rank.agreed(step.finite),
                     gather=None if rank is None else rank.gather,
@@ -158,8 +168,8 @@ def run_trial(request: TrialRequest, events: Path | None = None,
             if request.save_compile_artifacts and events is not None:
                 facts["compile_artifacts"] = _save_compile_artifacts(events.parent)
         # Never near the time limit: a trial killed in its diagnosis would lose its measurement.
-        in_time = request.time_limit is None \
-            or request.time_limit - phases.elapsed() >= DIAGNOSIS_RESERVE
+        left = _time_left(request, phases)
+        in_time = left is None or left >= DIAGNOSIS_RESERVE
         if request.diagnose and rank is None and in_time \
                 and m.throughput >= (request.diagnose_from or 0.0):
             phases.enter(Phase.DIAGNOSIS)
