@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 
-from autotune.contract.allocator import HEAP_MMAP_THRESHOLD, HEAP_TRIM_THRESHOLD
+from autotune.contract.allocator import HEAP_ENV, HEAP_MMAP_THRESHOLD, HEAP_TRIM_THRESHOLD
 
 __all__ = ["hold_host_heap"]
 
@@ -22,9 +23,11 @@ M_MMAP_THRESHOLD = -3
 
 
 def hold_host_heap() -> bool:
-    """Set the heap thresholds in this process (forked loader workers inherit them). False
-    where the C library has no `mallopt` (not glibc): there the thresholds stay the library's
-    own, in search and production alike."""
+    """Set the heap thresholds in this process (forked loader workers inherit them) and in its
+    environment (workers started by spawn or forkserver read it, as production's do under
+    `autotune apply`). False where the C library has no `mallopt` (not glibc): there the
+    thresholds stay the library's own, in search and production alike."""
+    os.environ.update(HEAP_ENV)
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt = libc.mallopt

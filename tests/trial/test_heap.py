@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 from test_worker import request_for
 
 from autotune import Status, TrainConfig
+from autotune.contract.allocator import HEAP_ENV
 from autotune.trial import worker
 
 # Touch 20 MiB from malloc (above glibc's starting mmap threshold of 128 KiB, below the held
@@ -38,8 +40,10 @@ ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def kept_after_free(hold: bool) -> float:
+    # glibc's own thresholds at the start, whatever an earlier trial in this process set.
+    env = {k: v for k, v in os.environ.items() if k not in HEAP_ENV}
     out = subprocess.run([sys.executable, "-c", FREED.format(root=ROOT, hold=hold)],
-                         capture_output=True, text=True, check=True)
+                         capture_output=True, text=True, check=True, env=env)
     return float(out.stdout)
 
 
@@ -49,6 +53,16 @@ def test_held_thresholds_keep_freed_memory_in_the_process() -> None:
     # freed (to be faulted in again on the next step); held, it stays for the next malloc.
     assert kept_after_free(hold=False) < 0.1
     assert kept_after_free(hold=True) > 0.9
+
+
+def test_held_thresholds_reach_spawned_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A loader's workers started by spawn or forkserver read the environment, not mallopt.
+    environ = {k: v for k, v in os.environ.items() if k not in HEAP_ENV}
+    monkeypatch.setattr(os, "environ", environ)  # this test's own: the process's stays as it was
+    from autotune.trial.heap import hold_host_heap
+
+    hold_host_heap()
+    assert {name: environ.get(name) for name in HEAP_ENV} == HEAP_ENV
 
 
 def test_a_cpu_trial_holds_the_heap_thresholds(tiny_adapter: Path,
