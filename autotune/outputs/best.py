@@ -178,7 +178,7 @@ def decision_note(winner: Winner) -> str:
         lead = (f"trial {winner.record.number} leads trial {d.runner_up} by {d.ratio:.3g}x "
                 f"(95% interval {d.interval[0]:.3g}-{d.interval[1]:.3g}) over {d.runs} and "
                 f"{d.runner_up_runs} fresh runs" if d.interval and d.ratio else "clear lead")
-        if d.confidence == "low" and d.spread > 1 + SPREAD_WARNING:
+        if d.confidence == "low" and d.own_spread > SPREAD_WARNING:
             lead += (f"; but its own runs are {d.spread:.3g}x apart, so its rate is known no "
                      "better than that")
         return lead

@@ -34,7 +34,7 @@ class Decision:
 
     confidence: str
     """"high": the winner's lead is clear, or it ties configs its runs show equally fast (within
-    2%), and its and the baseline's runs agree within 2x; else "low"."""
+    2%), its own runs agree within `SPREAD_WARNING` and the baseline's within 2x; else "low"."""
     verdict: str
     """"clear lead", "tie within noise", "too few runs" or "only one config confirmed"."""
     runs: int
@@ -52,6 +52,8 @@ class Decision:
     """The highest median, when a cheaper tied config was picked instead."""
     spread: float = 1.0
     """The winner's fastest run over its slowest."""
+    own_spread: float = 0.0
+    """The winner's runs' (max - min) / median, as confidence weighs it (0: one run)."""
     baseline_spread: float | None = None
     """The baseline's fastest run over its slowest (its search rate counted when run once)."""
     speedup_interval: tuple[float, float] | None = None
@@ -198,6 +200,7 @@ def decide(entries: Sequence[ConfirmationEntry], by_number: dict[int, TrialRecor
         tied=tied,
         leader=leader.trial if chosen is not leader else None,
         spread=spread,
+        own_spread=own_spread,
         baseline_spread=base_spread,
         speedup_interval=(min(mine) / max(base_runs), max(mine) / min(base_runs))
         if base_runs and base is not chosen and min(base_runs) > 0 else None,

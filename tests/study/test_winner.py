@@ -10,6 +10,7 @@ from helpers import stored_trial
 from optuna.trial import TrialState
 
 from autotune import TrainConfig
+from autotune.outputs.best import decision_note
 from autotune.study.records import ConfirmationEntry, TrialRecord
 from autotune.study.winner import Winner, best_and_baseline, pick_winner
 
@@ -204,10 +205,16 @@ def test_a_clear_lead_whose_own_runs_scatter_is_low_confidence() -> None:
                     runs(0, 100.0, 102.0, baseline=True)]
     d = pick_winner(recs, confirmation).decision
     assert d is not None and (d.verdict, d.confidence) == ("clear lead", "low")
+    assert "its own runs are 1.5x apart" in decision_note(pick_winner(recs, confirmation))
     # Within the spread warning's 10%, the same lead is high.
     confirmation[0] = runs(2, 500.0, 540.0)
     d = pick_winner(recs, confirmation).decision
     assert d is not None and (d.verdict, d.confidence) == ("clear lead", "high")
+    # Low for the baseline's runs 2x apart only: the note does not blame the winner's.
+    confirmation[2] = runs(0, 100.0, 230.0, baseline=True)
+    winner = pick_winner(recs, confirmation)
+    assert winner.decision is not None and winner.decision.confidence == "low"
+    assert "own runs" not in decision_note(winner)
 
 
 def test_one_fresh_run_is_too_few_for_high_confidence() -> None:
