@@ -113,10 +113,12 @@ def test_a_run_cut_at_its_limit_lets_the_next_spare_go_on_and_a_dead_spare_is_re
 ) -> None:
     tag = f"spare-{uuid.uuid4().hex}"
     runner = SpareRunner(log=tmp_path / "spares.log", env={TAG_ENV: tag})
-    # One window longer than the run's limit: the run is cut at its limit while timing, after
-    # it stopped the next spare (windows stop before the limit only between windows).
+    # One window of more steps than the run's limit holds (a window never ends before its
+    # fewest steps): the run is cut at its limit while timing, after it stopped the next spare.
+    # (Windows alone end before the limit; a window sized by time was sized from warm-up steps,
+    # which on a busy machine were slow enough to make it short.)
     endless = MeasureSettings(window_seconds=60.0, budget_seconds=600.0, max_windows=100_000,
-                              tolerance=1e-9)
+                              min_window_steps=100_000_000, tolerance=1e-9)
     try:
         request = TrialRequest(adapter=str(tiny_adapter), config=TrainConfig(batch_size=8),
                                device="cpu", measure=endless, number=0, diagnose=False)
