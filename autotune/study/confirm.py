@@ -29,8 +29,8 @@ from autotune.study.records import ConfirmationEntry, TrialRecord
 from autotune.study.runner import Runner
 from autotune.study.winner import pick_winner
 
-__all__ = ["CONFIRM_SHARE", "Candidate", "candidates", "estimate_seconds", "record_confirmation",
-           "run_confirmation", "start_costs"]
+__all__ = ["CONFIRM_SHARE", "Candidate", "candidates", "estimate_seconds", "fit_to_time",
+           "record_confirmation", "run_confirmation", "run_seconds", "start_costs"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -119,15 +119,38 @@ def estimate_seconds(cands: Sequence[Candidate], repeats: int, *,
     later = start_seconds if later_start_seconds is None else later_start_seconds
 
     def cost(c: Candidate) -> float:
-        gap = measure_gap_seconds if not c.converged else measure_gap_seconds / 2
-        warm = min(c.compile_seconds, WARM_COMPILE_SECONDS) if c.config.compile != "none" else 0.0
-        return max(c.duration_seconds - c.compile_seconds, 0.0) + warm + later + gap
+        return run_seconds(c, measure_gap_seconds=measure_gap_seconds, start_seconds=later)
 
     leaders = sorted((c for c in cands if not c.baseline), key=lambda c: -c.search_throughput)[:2]
     if not leaders:
         return 0.0  # the baseline alone is never confirmed: nothing to hold back yet
     return (start_seconds - later + sum(map(cost, cands))
             + (repeats - 1) * sum(map(cost, leaders)))
+
+
+def run_seconds(c: Candidate, *, measure_gap_seconds: float, start_seconds: float) -> float:
+    """One fresh run of `c`, planned: its trial without the trial's compile (a compiled
+    config's warm one back, `WARM_COMPILE_SECONDS` at most), a process's start-up, and the
+    confirmation's longer measurement (all of `measure_gap_seconds` for a config whose search
+    windows did not converge, half of it for one whose did)."""
+    gap = measure_gap_seconds if not c.converged else measure_gap_seconds / 2
+    warm = min(c.compile_seconds, WARM_COMPILE_SECONDS) if c.config.compile != "none" else 0.0
+    return max(c.duration_seconds - c.compile_seconds, 0.0) + warm + start_seconds + gap
+
+
+def fit_to_time(cands: Sequence[Candidate], seconds: float,
+                run: Callable[[Candidate], float]) -> list[Candidate]:
+    """The candidates a confirmation of `seconds` can decide between: a first round of each
+    and a second run of the leader by the search, as `run` plans them. Drops the slowest by
+    the search (never the baseline, nor the leader) until that fits. Where every candidate
+    fits only one run, none gets a second and no lead can be called: an H100 ResNet search
+    confirmed its 3 leaders and the baseline once each in 162 s and ended `confidence low`."""
+    kept = list(cands)
+    while True:
+        others = sorted((c for c in kept if not c.baseline), key=lambda c: -c.search_throughput)
+        if len(others) <= 1 or sum(map(run, kept)) + run(others[0]) <= seconds:
+            return kept
+        kept.remove(others[-1])
 
 
 def run_confirmation(

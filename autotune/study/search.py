@@ -40,8 +40,11 @@ from autotune.study.confirm import (
     FRESH_PROCESS_SECONDS,
     Candidate,
     candidates,
+    fit_to_time,
     record_confirmation,
     run_confirmation,
+    run_seconds,
+    start_costs,
 )
 from autotune.study.interrupts import Interrupted, on_signals
 from autotune.study.layout import Layout
@@ -199,6 +202,13 @@ class Search(SlotLoop):
         cands = self._candidates()
         if not any(not c.baseline for c in cands) or self._signal is not None:
             return  # nothing but the baseline ran ok: nothing to confirm
+        if deadline is not None:  # fewer configs, so that the leader can run twice
+            confirm = s.confirm_measure or s.measure
+            first, later = start_costs(self.runner, self.confirm_runner)
+            gap = max(0.0, confirm.budget_seconds - s.measure.budget_seconds)
+            left = deadline - self.clock() - (first - later)  # the first run starts cold
+            cands = fit_to_time(cands, left, lambda c: run_seconds(
+                c, measure_gap_seconds=gap, start_seconds=later))
         # The longest the confirmation may take (each run's limit is at most the trial's).
         seconds = (s.confirm_max_repeats or s.confirm_repeats) * len(cands) * (
             s.trial_timeout + FRESH_PROCESS_SECONDS)

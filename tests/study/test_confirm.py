@@ -27,6 +27,8 @@ from autotune.study.confirm import (
     Candidate,
     candidates,
     estimate_seconds,
+    fit_to_time,
+    run_seconds,
     run_confirmation,
     start_costs,
 )
@@ -203,6 +205,23 @@ def cand(number: int, search: float, *, baseline: bool = False, duration: float 
          **changes: Any) -> Candidate:
     return Candidate(trial=number, config=TrainConfig(batch_size=8).replace(**changes),
                      search_throughput=search, duration_seconds=duration, baseline=baseline)
+
+
+def test_a_short_confirmation_drops_the_slowest_so_that_the_leader_runs_twice() -> None:
+    # The H100 ResNet search: 3 leaders and the baseline, ~40 s a run, 185 s left. Each ran
+    # once, none twice, and no lead could be called. The slowest by the search goes.
+    cands = [cand(7, 3880.0, duration=40.0, batch_size=32), cand(6, 3970.0, duration=40.0),
+             cand(1, 3850.0, duration=40.0, batch_size=64),
+             cand(0, 796.0, baseline=True, duration=40.0)]
+    def run(c: Candidate) -> float:
+        return c.duration_seconds
+
+    assert [c.trial for c in fit_to_time(cands, 185.0, run)] == [7, 6, 0]
+    assert [c.trial for c in fit_to_time(cands, 200.0, run)] == [7, 6, 1, 0]  # fits: all stay
+    # Never the leader nor the baseline, however short the time.
+    assert [c.trial for c in fit_to_time(cands, 10.0, run)] == [6, 0]
+    # Planned as estimate_seconds plans a run.
+    assert run_seconds(cands[0], measure_gap_seconds=10.0, start_seconds=4.0) == 40.0 + 4.0 + 5.0
 
 
 CANDS = [cand(3, 300.0, batch_size=32, duration=20.0), cand(5, 280.0, batch_size=16),
