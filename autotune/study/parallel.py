@@ -66,19 +66,25 @@ class SlotLoop:
                 beat.close()
             self._beats.clear()
 
+    def _confirm_costs(self) -> tuple[float, float, float]:
+        """What a confirmation run is planned to pay beyond its search trial: the first run's
+        start-up, each later run's, and the confirmation's longer measurement (its budget less
+        the search's)."""
+        s = self.settings
+        first, later = start_costs(self.runner, self.confirm_runner)
+        confirm = s.confirm_measure or s.measure
+        return first, later, max(0.0, confirm.budget_seconds - s.measure.budget_seconds)
+
     def _fill(self, slots: Slots[optuna.Trial, Outcome], deadline: float | None) -> None:
         s = self.settings
         while (slot := slots.free()) is not None and not self._halted():
             limit = s.trial_timeout
             if deadline is not None:
                 # Keep what confirming the current leaders will take.
-                confirm = s.confirm_measure or s.measure
-                first, later = start_costs(self.runner, self.confirm_runner)
-                reserve = estimate_seconds(
-                    self._candidates(), s.confirm_repeats,
-                    measure_gap_seconds=max(0.0, confirm.budget_seconds
-                                            - s.measure.budget_seconds),
-                    start_seconds=first, later_start_seconds=later)
+                first, later, gap = self._confirm_costs()
+                reserve = estimate_seconds(self._candidates(), s.confirm_repeats,
+                                           measure_gap_seconds=gap, start_seconds=first,
+                                           later_start_seconds=later)
                 if s.timeout is not None:  # the search keeps most of the budget; confirmation
                     reserve = min(reserve, CONFIRM_SHARE * s.timeout)  # adapts to what is left
                 remaining = deadline - self.clock() - reserve

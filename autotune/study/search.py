@@ -44,7 +44,6 @@ from autotune.study.confirm import (
     record_confirmation,
     run_confirmation,
     run_seconds,
-    start_costs,
 )
 from autotune.study.interrupts import Interrupted, on_signals
 from autotune.study.layout import Layout
@@ -203,9 +202,7 @@ class Search(SlotLoop):
         if not any(not c.baseline for c in cands) or self._signal is not None:
             return  # nothing but the baseline ran ok: nothing to confirm
         if deadline is not None:  # fewer configs, so that the leader can run twice
-            confirm = s.confirm_measure or s.measure
-            first, later = start_costs(self.runner, self.confirm_runner)
-            gap = max(0.0, confirm.budget_seconds - s.measure.budget_seconds)
+            first, later, gap = self._confirm_costs()
             left = deadline - self.clock() - (first - later)  # the first run starts cold
             cands = fit_to_time(cands, left, lambda c: run_seconds(
                 c, measure_gap_seconds=gap, start_seconds=later))
