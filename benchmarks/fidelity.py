@@ -76,6 +76,8 @@ def main() -> int:
         "estimates": values,
         "estimate_median": median,
         "estimate_spread": relative_spread(values),
+        "estimate_windows": [list(r.window_throughputs) for r in estimates],
+        "estimate_converged": [r.converged for r in estimates],
         "long_run": reference,
         "relative_error": error,
         "device": fp and (fp.gpu or fp.cpu_model),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -143,6 +144,21 @@ class TrainStep:
             blame(exc, "items(batch)")
             raise
         return batch, n
+
+    def skip_queued(self, waited: float, most: int, seconds: float = math.inf) -> int:
+        """Drop the batches the loader has ready: pull with no step between until a pull
+        blocks `waited` seconds or more (its queue is empty: the workers are making the next
+        ones), `most` are dropped, or `seconds` have passed. Returns how many were dropped."""
+        end = self.clock() + seconds
+        dropped = 0
+        while dropped < most:
+            t0 = self.clock()
+            self.next_batch()
+            dropped += 1
+            now = self.clock()
+            if now - t0 >= waited or now >= end:
+                break
+        return dropped
 
     def _pull(self) -> Any:
         try:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from autotune.contract.fmt import human
 from autotune.contract.host import available_cpus
 from autotune.contract.result import Diagnosis, Verdict
+from autotune.trial.measure import QUEUE_EMPTY_WAIT
 
 if TYPE_CHECKING:
     from autotune.trial.compose import TrainStep
@@ -186,11 +187,9 @@ def loader_rate(
     already, and draining 64 queued batches of a slow loader took 11 s on an H100 host), and
     timing stops after a few rounds of all workers or `seconds`, whichever comes first.
     """
-    t0 = clock()
-    for _ in range(prefetch_batches):
-        if clock() - t0 > seconds:
-            break
-        step.next_batch()
+    if prefetch_batches:  # what the workers made while it was skipped too (measure.Skip)
+        step.skip_queued(QUEUE_EMPTY_WAIT, 2 * prefetch_batches + step.config.num_workers,
+                         seconds)
     want = max(8, 3 * step.config.num_workers)  # a few full rounds of all workers
     items = batches = 0
     t0 = clock()

@@ -35,6 +35,15 @@ KEPT_UP = 0.01
 """A loader kept up when the steps that drained its queue in warm-up waited for it at most
 this share of their time: timed windows then need not span rounds of its workers."""
 
+QUEUE_EMPTY_WAIT = 1e-3
+"""Seconds a pull of a batch with no step between pulls must block at least before the
+loader's queue counts as empty: a ready batch comes in well under it."""
+
+Skip = Callable[[float, int], int]
+"""Drop the batches the loader has ready, pulling with no step between, until a pull blocks
+at least the given seconds (the queue is empty) or the given count is dropped; returns the
+count dropped (`TrainStep.skip_queued`)."""
+
 
 class NonFiniteLoss(Exception):
     """The loss became NaN or infinite: the configuration is broken, not fast."""
@@ -136,6 +145,7 @@ def measure(
     on_first_step: Callable[[float], None] | None = None,
     gather: Gather | None = None,
     stop_at: float | None = None,
+    skip: Skip | None = None,
 ) -> Measurement:
     """Warm `step` up, then time windows of it until they agree or the budget ends.
 
@@ -153,6 +163,15 @@ def measure(
     time limit, less what it needs to report): no window starts that, as long as the last one,
     would end past it. A run killed at its limit loses every window it measured. Not with
     `gather`: each rank's clock would decide alone.
+
+    `skip` empties the loader's queue before the windows. Draining it at the step's pace
+    leaves what the workers made meanwhile (tests/trial/test_measure_queue.py simulates it):
+    behind a step 4.5x faster than its 16 workers, 128 batches drained left 25, and the first
+    window read 1.17x the workers' rate; behind a step only 10% faster, the queue never
+    emptied in warm-up and every window read the step's own rate, 1.1x what training gets.
+    Dropped batches cost no step. After them, unless warm-up saw the loader fall behind (its
+    steady state is an empty queue), steps run until one did not wait for the workers' new
+    batches, at most one more than a round of the workers.
     """
     s = settings
     start = clock()
@@ -183,10 +202,26 @@ def measure(
             settled = True
         if settled and drained >= s.prefetch_batches:
             break
+    kept_up = bool(drained) and drained_wait <= KEPT_UP * drained_wall
+    steady = statistics.median(compute_times[-2:])
+    if skip is not None and s.prefetch_batches:
+        skip(max(QUEUE_EMPTY_WAIT, steady / s.grad_accum / 4),
+             2 * s.prefetch_batches + s.num_workers)
+        refill = math.ceil(s.num_workers / s.grad_accum) + 1 if kept_up else 0
+        for _ in range(refill):
+            t0 = clock()
+            result = step()
+            sync()
+            wall = clock() - t0
+            waited = result.data_wait
+            if gather is not None:
+                wall, waited = (max(values) for values in zip(*gather((wall, waited))))
+            steps += 1  # not a warm-up time: windows are sized by the drained steps
+            if waited <= KEPT_UP * wall:
+                break
     if not finite():
         raise NonFiniteLoss(f"loss was not finite during warm-up ({steps} steps)")
     warmup_seconds = clock() - start
-    steady = statistics.median(compute_times[-2:])
     compile_seconds = max(0.0, compute_times[0] - steady)
 
     # At least 3 rounds of all workers: an input-bound loader delivers whole batches in bursts,
@@ -200,7 +235,7 @@ def measure(
     # synchronization and launch jitter a few steps average out. GPT-2 in fp32 on an H100
     # (1.28 s steps) timed 3 windows of 3 steps, 11.5 s, and they agreed within 0.1%.
     rounds = 1 if wall >= s.window_seconds else s.min_window_steps
-    if not (drained and drained_wait <= KEPT_UP * drained_wall):
+    if not kept_up:
         rounds = max(rounds, math.ceil(3 * s.num_workers / s.grad_accum))
     per_window = max(rounds, math.ceil(s.window_seconds / max(wall, 1e-9)))
     windows: list[Window] = []

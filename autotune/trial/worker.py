@@ -159,7 +159,7 @@ def run_trial(request: TrialRequest, events: Path | None = None,
                     finite=step.finite if rank is None else rank.agreed(step.finite),
                     gather=None if rank is None else rank.gather,
                     on_window=on_window, on_timed_start=timed_start, on_first_step=first_step,
-                    stop_at=stop_at)
+                    stop_at=stop_at, skip=step.skip_queued)
         facts["host_cpu"] = cpu_usage(cpu_start[0] if cpu_start else None, read_cpu_times())
         if noise_start:
             facts["noise"] = noiseprobe.finish(noise_start[0], gpu_uuid=noiseprobe.gpu_uuid(device))

@@ -302,6 +302,7 @@ class ScriptedStep:
     # The real one: grad_accum micro-steps on the resident batch, then the optimizer step
     # (through the real per-micro-step hook, which only differs under DDP).
     resident_step = TrainStep.resident_step
+    skip_queued = TrainStep.skip_queued
     _micro_step = TrainStep._micro_step
     _ddp = None
 
@@ -317,17 +318,28 @@ def test_loader_rate_drains_the_prefetched_batches_first() -> None:
                                                   prefetch_factor=3), queued=6)
     rate = loader_rate(step, prefetch_batches=6, seconds=0.5, clock=clock)  # type: ignore[arg-type]
     assert rate == ITEMS / FAST  # exactly the steady rate
-    assert step.batches == 6 + 8  # the queue, then a few rounds of both workers (at least 8)
+    # The queue, the pull that blocked (the queue was empty), then a few rounds of both
+    # workers (at least 8).
+    assert step.batches == 6 + 1 + 8
 
 
-def test_skipping_the_queue_of_a_slow_loader_stops_after_seconds() -> None:
+def test_skipping_the_queue_of_a_slow_loader_stops_at_the_first_pull_that_blocks() -> None:
     clock = FakeClock()
-    # 64 batches queued ahead, each 1 s to load: skipping them all would take a minute.
+    # 64 batches may be queued ahead, each 1 s to load: skipping them all would take a minute.
+    # Nothing was queued: the first pull blocks, and skipping stops.
     step = ScriptedStep(clock, config=TrainConfig(batch_size=ITEMS), batch_seconds=1.0)
     rate = loader_rate(step, prefetch_batches=64, seconds=2.5, clock=clock)  # type: ignore[arg-type]
-    assert step.batches == 3 + 3  # 3 skipped within 2.5 s, then 3 timed
-    assert clock.now == 6.0
+    assert step.batches == 1 + 3  # 1 skipped, then 3 timed within 2.5 s
+    assert clock.now == 4.0
     assert rate == ITEMS / 1.0
+
+
+def test_skipping_the_queue_stops_after_seconds() -> None:
+    clock = FakeClock()
+    # Pulls of 1/2048 s never block long enough to show an empty queue: seconds end it.
+    step = ScriptedStep(clock, config=TrainConfig(batch_size=ITEMS), batch_seconds=1 / 2048)
+    assert step.skip_queued(1e-3, 1000, seconds=1 / 64) == 32
+    assert step.skip_queued(1e-3, 10) == 10  # or the count
 
 
 def test_loader_rate_without_draining_overstates() -> None:

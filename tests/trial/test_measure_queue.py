@@ -1,0 +1,117 @@
+"""The measurement against a simulated DataLoader queue: workers that each make a batch in a
+fixed time, `prefetch_factor` tasks each in flight, batches handed over in order, and a new task
+sent whenever one is handed over (as torch's DataLoader does). No real time passes.
+
+A queue filled while the first step compiled must not be timed: training for hours runs at
+the rate the workers make batches, not at the rate a full queue hands them over.
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers import FakeClock
+
+from autotune import MeasureSettings, measure
+from autotune.trial.compose import TrainStep
+from autotune.trial.measure import Measurement, StepResult
+
+COMPUTE = 1 / 128  # seconds of one step's own work
+COMPILE = 30.0  # the first step: the workers fill their whole queue meanwhile
+
+
+class SimulatedLoader:
+    """A training step fed by `workers` loader processes, each taking `batch_seconds` per
+    batch, with `prefetch` tasks per worker in flight."""
+
+    def __init__(self, clock: FakeClock, *, workers: int, prefetch: int,
+                 batch_seconds: float) -> None:
+        self.clock = clock
+        self.workers = workers
+        self.batch_seconds = batch_seconds
+        self.free = [0.0] * workers  # when each worker finishes what it was given
+        self.ready: dict[int, float] = {}  # batch index -> when it is made
+        self.sent = self.handed = self.steps = 0
+        for _ in range(workers * prefetch):
+            self._send()
+
+    def _send(self) -> None:
+        worker = self.sent % self.workers
+        start = max(self.clock.now, self.free[worker])
+        self.free[worker] = self.ready[self.sent] = start + self.batch_seconds
+        self.sent += 1
+
+    def next_batch(self) -> tuple[None, int]:
+        made = self.ready.pop(self.handed)
+        self.handed += 1
+        self.clock.now = max(self.clock.now, made)  # blocked until it is made
+        self._send()
+        return None, 1
+
+    skip_queued = TrainStep.skip_queued  # the real one, on this loader
+
+    def __call__(self) -> StepResult:
+        t0 = self.clock.now
+        self.next_batch()
+        wait = self.clock.now - t0
+        self.clock.now += COMPUTE + (COMPILE if self.steps == 0 else 0.0)
+        self.steps += 1
+        return StepResult(items=1, data_wait=wait)
+
+    def sync(self) -> None:
+        pass
+
+
+def measured(*, workers: int, prefetch: int, loader_per_step: float,
+             skip: bool) -> tuple[Measurement, float]:
+    """Measure a step whose loader makes a batch in `loader_per_step` x the step's compute
+    time (all workers together); return the measurement and the steady rate of training."""
+    clock = FakeClock()
+    loader = SimulatedLoader(clock, workers=workers, prefetch=prefetch,
+                             batch_seconds=workers * loader_per_step * COMPUTE)
+    settings = MeasureSettings(num_workers=workers, prefetch_batches=workers * prefetch,
+                               window_seconds=1.0, budget_seconds=20.0)
+    m = measure(loader, sync=loader.sync, finite=lambda: True, clock=clock, settings=settings,
+                skip=loader.skip_queued if skip else None)
+    steady = 1 / (max(loader_per_step, 1.0) * COMPUTE)
+    return m, steady
+
+
+def test_an_input_bound_steps_first_window_reads_the_workers_not_their_queue() -> None:
+    # The step is 4.5x faster than 16 workers with 8 batches each in flight: draining 128
+    # queued batches at the step's pace leaves the ones made meanwhile.
+    m, steady = measured(workers=16, prefetch=8, loader_per_step=4.5, skip=False)
+    assert m.windows[0].throughput > 1.15 * steady  # the flaw the skip removes
+    m, steady = measured(workers=16, prefetch=8, loader_per_step=4.5, skip=True)
+    assert m.throughput == pytest.approx(steady, rel=0.01)
+    # The workers given new tasks all at once while the queue was skipped deliver in bunches
+    # at first: the first window may read a little low, never high.
+    assert [w.throughput for w in m.windows] == pytest.approx([steady] * len(m.windows),
+                                                              rel=0.03)
+
+
+def test_a_loader_a_little_slower_than_the_step_is_timed_at_its_own_rate() -> None:
+    # 10% slower: the queue would take ~1,400 steps to drain; warm-up never saw a wait, and
+    # every window read the step's own rate.
+    m, steady = measured(workers=16, prefetch=8, loader_per_step=1.1, skip=False)
+    assert m.throughput == pytest.approx(1.1 * steady, rel=0.01)
+    m, steady = measured(workers=16, prefetch=8, loader_per_step=1.1, skip=True)
+    assert m.throughput == pytest.approx(steady, rel=0.02)
+
+
+@pytest.mark.parametrize("loader_per_step", [0.5, 0.9])
+def test_a_compute_bound_step_after_the_skip_waits_out_the_restart_before_timing(
+        loader_per_step: float) -> None:
+    # Emptying the queue makes the next step wait for the workers' new batches; warm-up runs
+    # steps until one does not wait, so no window holds that wait.
+    m, steady = measured(workers=8, prefetch=2, loader_per_step=loader_per_step, skip=True)
+    assert [w.throughput for w in m.windows] == pytest.approx([steady] * len(m.windows),
+                                                              rel=0.01)
+    assert m.converged
+
+
+def test_skipping_ends_at_the_first_pull_that_blocks() -> None:
+    clock = FakeClock()
+    loader = SimulatedLoader(clock, workers=4, prefetch=2, batch_seconds=1.0)
+    clock.now = 10.0  # all 8 made
+    assert loader.skip_queued(1e-3, 100) == 8 + 1  # the queue, then one that blocked
+    assert clock.now == 11.0  # the first new batch: sent at 10 s, made in 1 s
