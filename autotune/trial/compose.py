@@ -20,7 +20,7 @@ from autotune.trial.features.checkpoint import apply_checkpoint
 from autotune.trial.features.compile import apply_compile
 from autotune.trial.features.dataloader import apply_dataloader, dataloader_kwargs, to_device
 from autotune.trial.features.ddp import no_sync
-from autotune.trial.measure import StepResult
+from autotune.trial.warmup import StepResult
 
 __all__ = ["TrainStep", "apply_model_features", "compose", "loader_knobs"]
 

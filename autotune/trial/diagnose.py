@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from autotune.contract.fmt import human
 from autotune.contract.host import available_cpus
 from autotune.contract.result import Diagnosis, Verdict
-from autotune.trial.measure import QUEUE_EMPTY_WAIT
+from autotune.trial.warmup import QUEUE_EMPTY_WAIT
 
 if TYPE_CHECKING:
     from autotune.trial.compose import TrainStep
@@ -187,7 +187,7 @@ def loader_rate(
     already, and draining 64 queued batches of a slow loader took 11 s on an H100 host), and
     timing stops after a few rounds of all workers or `seconds`, whichever comes first.
     """
-    if prefetch_batches:  # what the workers made while it was skipped too (measure.Skip)
+    if prefetch_batches:  # what the workers made while it was skipped too (warmup.Skip)
         step.skip_queued(QUEUE_EMPTY_WAIT, 2 * prefetch_batches + step.config.num_workers,
                          seconds)
     want = max(8, 3 * step.config.num_workers)  # a few full rounds of all workers

@@ -15,11 +15,11 @@ import dataclasses
 import math
 import statistics
 import time
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Callable
 
 from autotune.contract.request import MeasureSettings
 from autotune.contract.stats import median_uncertainty, relative_spread
+from autotune.trial.warmup import Gather, Skip, Step, StepResult, warm_up
 
 __all__ = [
     "Measurement",
@@ -31,40 +31,9 @@ __all__ = [
     "relative_spread",
 ]
 
-KEPT_UP = 0.01
-"""A loader kept up when the steps that drained its queue in warm-up waited for it at most
-this share of their time: timed windows then need not span rounds of its workers."""
-
-QUEUE_EMPTY_WAIT = 1e-3
-"""Seconds a pull of a batch with no step between pulls must block at least before the
-loader's queue counts as empty: a ready batch comes in well under it."""
-
-Skip = Callable[[float, int], int]
-"""Drop the batches the loader has ready, pulling with no step between, until a pull blocks
-at least the given seconds (the queue is empty) or the given count is dropped; returns the
-count dropped (`TrainStep.skip_queued`)."""
-
 
 class NonFiniteLoss(Exception):
     """The loss became NaN or infinite: the configuration is broken, not fast."""
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class StepResult:
-    """What one optimizer step reports back."""
-
-    items: int
-    """Units (samples, tokens, ...) processed."""
-    data_wait: float
-    """Seconds blocked waiting for the DataLoader's next batch."""
-
-
-class Step(Protocol):
-    def __call__(self) -> StepResult: ...
-
-
-Gather = Callable[[tuple[float, ...]], list[tuple[float, ...]]]
-"""Every DDP rank's values of a tuple, in rank order (an all-gather across the ranks)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -164,65 +133,15 @@ def measure(
     would end past it. A run killed at its limit loses every window it measured. Not with
     `gather`: each rank's clock would decide alone.
 
-    `skip` empties the loader's queue before the windows. Draining it at the step's pace
-    leaves what the workers made meanwhile (tests/trial/test_measure_queue.py simulates it):
-    behind a step 4.5x faster than its 16 workers, 128 batches drained left 25, and the first
-    window read 1.17x the workers' rate; behind a step only 10% faster, the queue never
-    emptied in warm-up and every window read the step's own rate, 1.1x what training gets.
-    Dropped batches cost no step. After them, unless warm-up saw the loader fall behind (its
-    steady state is an empty queue), steps run until one did not wait for the workers' new
-    batches, at most one more than a round of the workers.
+    `skip` empties the loader's queue before the windows (`warmup.warm_up` says why and how).
     """
     s = settings
     start = clock()
-    compute_times: list[float] = []
-    wall_times: list[float] = []
-    settled = False
-    drained = 0  # batches consumed since step times settled
-    drained_wall = drained_wait = 0.0  # their seconds, and the seconds waiting for data
-    steps = 0
-    while steps < s.max_warmup_steps:
-        t0 = clock()
-        result = step()
-        sync()
-        wall = clock() - t0
-        compute = wall - result.data_wait
-        if gather is not None:  # the slowest rank's times: every rank decides alike
-            wall, compute = (max(values) for values in zip(*gather((wall, compute))))
-        wall_times.append(wall)
-        compute_times.append(compute)
-        steps += 1
-        if steps == 1 and on_first_step is not None:
-            on_first_step(wall_times[0])
-        if settled:
-            drained += s.grad_accum
-            drained_wall += wall
-            drained_wait += wall - compute
-        elif steps >= s.min_warmup_steps and _settled(compute_times[-2:], s.settle_ratio):
-            settled = True
-        if settled and drained >= s.prefetch_batches:
-            break
-    kept_up = bool(drained) and drained_wait <= KEPT_UP * drained_wall
-    steady = statistics.median(compute_times[-2:])
-    if skip is not None and s.prefetch_batches:
-        skip(max(QUEUE_EMPTY_WAIT, steady / s.grad_accum / 4),
-             2 * s.prefetch_batches + s.num_workers)
-        refill = math.ceil(s.num_workers / s.grad_accum) + 1 if kept_up else 0
-        for _ in range(refill):
-            t0 = clock()
-            result = step()
-            sync()
-            wall = clock() - t0
-            waited = result.data_wait
-            if gather is not None:
-                wall, waited = (max(values) for values in zip(*gather((wall, waited))))
-            steps += 1  # not a warm-up time: windows are sized by the drained steps
-            if waited <= KEPT_UP * wall:
-                break
+    warm = warm_up(step, sync=sync, settings=s, clock=clock, gather=gather,
+                   on_first_step=on_first_step, skip=skip)
     if not finite():
-        raise NonFiniteLoss(f"loss was not finite during warm-up ({steps} steps)")
+        raise NonFiniteLoss(f"loss was not finite during warm-up ({warm.steps} steps)")
     warmup_seconds = clock() - start
-    compile_seconds = max(0.0, compute_times[0] - steady)
 
     # At least 3 rounds of all workers: an input-bound loader delivers whole batches in bursts,
     # and a shorter window reads noise (design rule; 2x spread seen with 15 workers, 10 steps).
@@ -230,12 +149,12 @@ def measure(
     # there, bursts or not (GPT-2 on an H100 with 8 workers: 24-step windows, 11 s instead of 3).
     # Size windows by wall time per step (data wait included): an input-bound step sized by its
     # compute time alone would run into the 2x cap every window.
-    wall = statistics.median(wall_times[-2:])
+    wall = warm.step_wall
     # A step as long as a window is a window: the fewest-steps rule is for short steps, whose
     # synchronization and launch jitter a few steps average out. GPT-2 in fp32 on an H100
     # (1.28 s steps) timed 3 windows of 3 steps, 11.5 s, and they agreed within 0.1%.
     rounds = 1 if wall >= s.window_seconds else s.min_window_steps
-    if not kept_up:
+    if not warm.kept_up:
         rounds = max(rounds, math.ceil(3 * s.num_workers / s.grad_accum))
     per_window = max(rounds, math.ceil(s.window_seconds / max(wall, 1e-9)))
     windows: list[Window] = []
@@ -269,11 +188,11 @@ def measure(
             break  # another window would end past it: unconverged, but measured, not killed
     return Measurement(
         windows=tuple(windows),
-        warmup_steps=steps,
+        warmup_steps=warm.steps,
         warmup_seconds=warmup_seconds,
-        compile_seconds=compile_seconds,
+        compile_seconds=warm.compile_seconds,
         converged=converged,
-        settled=settled,
+        settled=warm.settled,
         tolerance=s.tolerance,
         agree=s.agree,
     )
@@ -286,11 +205,6 @@ def _agreed(window: Window, elapsed: float, gather: Gather) -> tuple[Window, flo
     seconds, items, waits, elapsed_all = zip(*ranks)
     return Window(steps=window.steps, items=int(sum(items)), seconds=max(seconds),
                   data_wait=statistics.fmean(waits)), max(elapsed_all)
-
-
-def _settled(times: Sequence[float], ratio: float) -> bool:
-    lo, hi = min(times), max(times)
-    return lo > 0 and hi / lo <= ratio
 
 
 def _window(

@@ -1,0 +1,146 @@
+"""Warm-up before a step is timed: run it until compiling is done and its times settle, drain
+the loader's prefetch queue at the step's pace, then drop what the loader's workers still hold
+ready, so that the first timed window starts where training for hours runs.
+
+The clock and the synchronization are injected, as in `measure`, so tests need no GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from autotune.contract.request import MeasureSettings
+
+__all__ = ["Gather", "KEPT_UP", "QUEUE_EMPTY_WAIT", "Skip", "Step", "StepResult", "WarmUp",
+           "warm_up"]
+
+KEPT_UP = 0.01
+"""A loader kept up when the steps that drained its queue in warm-up waited for it at most
+this share of their time: timed windows then need not span rounds of its workers."""
+
+QUEUE_EMPTY_WAIT = 1e-3
+"""Seconds a pull of a batch with no step between pulls must block at least before the
+loader's queue counts as empty: a ready batch comes in well under it."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StepResult:
+    """What one optimizer step reports back."""
+
+    items: int
+    """Units (samples, tokens, ...) processed."""
+    data_wait: float
+    """Seconds blocked waiting for the DataLoader's next batch."""
+
+
+class Step(Protocol):
+    def __call__(self) -> StepResult: ...
+
+
+Gather = Callable[[tuple[float, ...]], list[tuple[float, ...]]]
+"""Every DDP rank's values of a tuple, in rank order (an all-gather across the ranks)."""
+
+Skip = Callable[[float, int], int]
+"""Drop the batches the loader has ready, pulling with no step between, until a pull blocks
+at least the given seconds (the queue is empty) or the given count is dropped; returns the
+count dropped (`TrainStep.skip_queued`)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WarmUp:
+    steps: int
+    compile_seconds: float
+    """First step's time beyond a steady step: compilation and first-call setup."""
+    settled: bool
+    """Whether step times settled (False: it hit max_warmup_steps)."""
+    kept_up: bool
+    """The loader kept up while its queue was drained (the steps waited at most KEPT_UP)."""
+    step_wall: float
+    """Seconds per step at the end of the drain, data wait included: sizes the windows."""
+
+
+def warm_up(
+    step: Step,
+    *,
+    sync: Callable[[], None],
+    settings: MeasureSettings,
+    clock: Callable[[], float],
+    gather: Gather | None = None,
+    on_first_step: Callable[[float], None] | None = None,
+    skip: Skip | None = None,
+) -> WarmUp:
+    """Run `step` until its compute times settle and `settings.prefetch_batches` more batches
+    are drained; then, with `skip`, empty the loader's queue.
+
+    `on_first_step` is called once the first step (where compiling happens) is done, with its
+    seconds. With `gather` (DDP ranks measuring as one), every decision is taken on the slowest
+    rank's times, so all ranks run the same steps.
+
+    `skip` empties the loader's queue. Draining it at the step's pace leaves what the workers
+    made meanwhile (tests/trial/test_measure_queue.py simulates it): behind a step 4.5x faster
+    than its 16 workers, 128 batches drained left 25, and the first window read 1.17x the
+    workers' rate; behind a step only 10% faster, the queue never emptied in warm-up and every
+    window read the step's own rate, 1.1x what training gets. Dropped batches cost no step.
+    After them, unless the drain saw the loader fall behind (its steady state is an empty
+    queue), steps run until one did not wait for the workers' new batches, at most one more
+    than a round of the workers.
+    """
+    s = settings
+    compute_times: list[float] = []
+    wall_times: list[float] = []
+    settled = False
+    drained = 0  # batches consumed since step times settled
+    drained_wall = drained_wait = 0.0  # their seconds, and the seconds waiting for data
+    steps = 0
+    while steps < s.max_warmup_steps:
+        wall, waited = _timed(step, sync, clock, gather)
+        wall_times.append(wall)
+        compute_times.append(wall - waited)
+        steps += 1
+        if steps == 1 and on_first_step is not None:
+            on_first_step(wall_times[0])
+        if settled:
+            drained += s.grad_accum
+            drained_wall += wall
+            drained_wait += waited
+        elif steps >= s.min_warmup_steps and _settled(compute_times[-2:], s.settle_ratio):
+            settled = True
+        if settled and drained >= s.prefetch_batches:
+            break
+    kept_up = bool(drained) and drained_wait <= KEPT_UP * drained_wall
+    steady = statistics.median(compute_times[-2:])
+    if skip is not None and s.prefetch_batches:
+        skip(max(QUEUE_EMPTY_WAIT, steady / s.grad_accum / 4),
+             2 * s.prefetch_batches + s.num_workers)
+        refill = math.ceil(s.num_workers / s.grad_accum) + 1 if kept_up else 0
+        for _ in range(refill):
+            wall, waited = _timed(step, sync, clock, gather)
+            steps += 1  # not a warm-up time: windows are sized by the drained steps
+            if waited <= KEPT_UP * wall:
+                break
+    return WarmUp(steps=steps, compile_seconds=max(0.0, compute_times[0] - steady),
+                  settled=settled, kept_up=kept_up,
+                  step_wall=statistics.median(wall_times[-2:]))
+
+
+def _timed(step: Step, sync: Callable[[], None], clock: Callable[[], float],
+           gather: Gather | None) -> tuple[float, float]:
+    """One step's wall seconds and seconds waiting for data; across ranks, the slowest rank's
+    wall and compute times (every rank then decides alike)."""
+    t0 = clock()
+    result = step()
+    sync()
+    wall = clock() - t0
+    if gather is None:
+        return wall, result.data_wait
+    wall, compute = (max(values) for values in zip(*gather((wall, wall - result.data_wait))))
+    return wall, wall - compute
+
+
+def _settled(times: Sequence[float], ratio: float) -> bool:
+    lo, hi = min(times), max(times)
+    return lo > 0 and hi / lo <= ratio
