@@ -13,7 +13,8 @@ from typing import Any
 
 from autotune.contract.config import KNOBS, TrainConfig
 from autotune.contract.request import MeasureSettings, TrialRequest, known_incompatible
-from autotune.contract.result import Status, TrialResult
+from autotune.contract.result import Status, TrialResult, Verdict
+from autotune.study.pruning import PRUNE_RATIO
 from autotune.study.records import TrialRecord
 from autotune.study.runner import Runner
 
@@ -25,6 +26,15 @@ __all__ = ["Objective", "Outcome"]
 # that was not diagnosed is diagnosed in its first fresh run (confirm.py), for best.yaml.
 DIAGNOSE_FROM = 1.0
 
+# A batch behind an overhead-bound trial's, in the same compile mode, is not run when even this
+# many times its share of that trial's rate stays under the pruner's bar (PRUNE_RATIO of the
+# best). An overhead-bound step's time is the host's launches, the same at any
+# batch: on the H100 tinyblocks grid, each compile mode's rate grew 4x from bs 32 to 128 and
+# 3-4x from 128 to 512. The margin leaves room for knobs that change the launches (dtype,
+# checkpointing): with a best as fast as the overhead-bound trial, a quarter of its batch is
+# skipped, half is run.
+BATCH_SHARE_MARGIN = 1.5
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Outcome:
@@ -33,6 +43,9 @@ class Outcome:
     """The earlier trial whose result was reused (the config was not run again)."""
     unaffordable: bool = False
     """Not run: a graph this study has not compiled yet would not finish in what is left."""
+    ceiling: float | None = None
+    """Not run: the most it could read, implied by an overhead-bound trial at a larger batch
+    (`overhead_ceiling`); told as PRUNED at that rate."""
 
 
 class Objective:
@@ -45,6 +58,7 @@ class Objective:
         runner: Runner,
         measure: MeasureSettings,
         finished: Callable[[], list[TrialRecord]],
+        infer_slow: bool = False,
     ) -> None:
         self.adapter = adapter
         self.device = device
@@ -53,6 +67,9 @@ class Objective:
         self.measure = measure
         self.finished = finished
         """The study's finished trials (to find a config measured before)."""
+        self.infer_slow = infer_slow
+        """Skip a config the pruner would stop anyway, when a measured trial implies it
+        (`overhead_ceiling`)."""
 
     def __call__(
         self,
@@ -80,6 +97,14 @@ class Objective:
             return Outcome(result=TrialResult(
                 status=Status.OOM, reason=f"not run: implied by trial {wall.number}, which ran "
                 f"out of memory at batch_size={wall.config.batch_size}"))  # type: ignore[union-attr]
+        implied = self.overhead_ceiling(config)
+        if implied is not None:
+            ceiling, by = implied
+            return Outcome(ceiling=ceiling, result=TrialResult(
+                status=Status.PRUNED, reason=f"not run: at most {ceiling:.4g}/s, implied by "
+                f"trial {by.number}, overhead-bound at batch_size={by.config.batch_size} with "  # type: ignore[union-attr]
+                f"compile={config.compile} ({by.value:.4g}/s): a launch-bound step takes as "
+                f"long at a smaller batch"))
         if budget_cut:
             cold = self.cold_compile(config)
             if cold is not None and cold[0] > limit:
@@ -146,12 +171,43 @@ class Objective:
                 return record
         return None
 
+    def overhead_ceiling(self, config: TrainConfig,
+                         finished: Sequence[TrialRecord] | None = None
+                         ) -> tuple[float, TrialRecord] | None:
+        """The most `config` could read, and the trial that implies it, when that would be
+        pruned: a trial diagnosed overhead-bound in the same compile mode, with at least
+        `config`'s accumulation and twice its batch, bounds it at BATCH_SHARE_MARGIN x its rate
+        x the batch ratio, and that is below PRUNE_RATIO x the best so far. None otherwise, and
+        always without `infer_slow` (a search without pruning)."""
+        if not self.infer_slow:
+            return None
+        ran = [r for r in (self.finished() if finished is None else finished)
+               if r.ok and r.value and r.config is not None and r.duplicate_of is None]
+        best = max((r.value for r in ran), default=None)  # type: ignore[type-var]
+        bounds = [(BATCH_SHARE_MARGIN * r.value * config.batch_size / r.config.batch_size, r)  # type: ignore[operator, union-attr]
+                  for r in ran
+                  if r.result.diagnosis is not None  # type: ignore[union-attr]
+                  and r.result.diagnosis.verdict is Verdict.OVERHEAD  # type: ignore[union-attr]
+                  and r.config.compile == config.compile  # type: ignore[union-attr]
+                  and r.config.grad_accum >= config.grad_accum  # type: ignore[union-attr]
+                  and r.config.batch_size >= 2 * config.batch_size]  # type: ignore[union-attr]
+        if not bounds or best is None:
+            return None
+        ceiling, by = min(bounds, key=lambda b: b[0])
+        return (ceiling, by) if ceiling < PRUNE_RATIO * best else None
+
     def measured_before(self, config: TrainConfig,
                         finished: Sequence[TrialRecord] | None = None) -> TrialRecord | None:
+        """The finished trial that ran `config` (or refused it): its result can be copied. A
+        config skipped as implied slow is not one: it is judged again, on what is known now."""
         for record in self.finished() if finished is None else finished:
-            if record.config == config and record.result is not None:
+            if record.config == config and record.result is not None and not _implied(record):
                 return record
         return None
+
+
+def _implied(record: TrialRecord) -> bool:
+    return record.status is Status.PRUNED and record.result.reason.startswith("not run")  # type: ignore[union-attr]
 
 
 def _memory_knobs(config: TrainConfig) -> tuple[Any, ...]:

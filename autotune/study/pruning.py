@@ -15,7 +15,10 @@ import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, TrialState
 
-__all__ = ["IncumbentPruner", "report_copy", "report_windows"]
+__all__ = ["PRUNE_RATIO", "IncumbentPruner", "report_copy", "report_windows"]
+
+PRUNE_RATIO = 0.6
+"""A trial whose running median stays under this share of the best so far is pruned."""
 
 
 class IncumbentPruner(BasePruner):
@@ -26,7 +29,7 @@ class IncumbentPruner(BasePruner):
     the best must be measured to the end (a config at 0.6x the best is not).
     """
 
-    def __init__(self, *, ratio: float = 0.6, min_windows: int = 2) -> None:
+    def __init__(self, *, ratio: float = PRUNE_RATIO, min_windows: int = 2) -> None:
         if not 0 < ratio < 1:
             raise ValueError(f"ratio must be in (0, 1), got {ratio=}")
         if min_windows < 1:

@@ -133,7 +133,8 @@ class Search(SlotLoop):
             measure=settings.measure,
             # Pruned trials too: a config clearly below the best is not measured again.
             finished=lambda: [r for r in records.read_records(
-                self.study, [TrialState.COMPLETE, TrialState.PRUNED]) if r.search])
+                self.study, [TrialState.COMPLETE, TrialState.PRUNED]) if r.search],
+            infer_slow=settings.prune)
             for r in self.runners]
         self.objective = self.objectives[0]
 
@@ -238,8 +239,9 @@ class Search(SlotLoop):
         step_over(self.study, self.lock, self.space)  # trials of searches that died (hosts)
 
     def _explore(self, *, affordable: bool = False) -> None:
-        """After a copy, queue a random config not measured yet, so that the budget buys new
-        configurations (the sampler, converged on a small space, proposes what it measured);
+        """After a copy or a config implied slow, queue a random config not measured yet nor
+        implied slow, so that the budget buys new configurations (the sampler, converged on a
+        small space, proposes what it measured);
         after a config too slow to start in what is left, one whose graph is compiled already
         (`affordable`) or that compiles nothing."""
         done = self.objective.finished()  # read once: the predicate runs for every draw
@@ -247,6 +249,7 @@ class Search(SlotLoop):
             self.space, seed=None if self.settings.seed is None else self.settings.seed + self.done(),
             new=lambda c: (self.objective.measured_before(c, done) is None
                            and self.objective.memory_wall(c, done) is None
+                           and self.objective.overhead_ceiling(c, done) is None
                            and known_incompatible(c, self.settings.device) is None
                            and not (affordable and self.objective.cold_compile(c, done) is not None)
                            and all(c != p for _, p in self._ladder.pending)))
@@ -275,13 +278,17 @@ class Search(SlotLoop):
                 slots: Slots[optuna.Trial, Outcome]) -> None:
         s, trial = self.settings, job.item
         result = outcome.result
-        # Copies, and configs too slow to start in what is left, in a row: the space is spent.
-        idle = outcome.duplicate_of is not None or outcome.unaffordable
+        # Copies, configs too slow to start in what is left, and configs a measured trial
+        # implies slow, in a row: the space is spent.
+        idle = outcome.duplicate_of is not None or outcome.unaffordable \
+            or outcome.ceiling is not None
         self._repeats = self._repeats + 1 if idle else 0
         if outcome.duplicate_of is not None:
             records.write_duplicate(trial, outcome.duplicate_of)
             if result.status is Status.PRUNED:
                 report_copy(trial, result.window_throughputs)
+        if outcome.ceiling is not None:  # what it could read at most: the sampler learns that
+            report_copy(trial, (outcome.ceiling,))
         if idle and s.guided:
             self._explore(affordable=outcome.unaffordable)
         if result.fingerprint is not None and records.read_fingerprint(self.study) is None:

@@ -10,7 +10,7 @@ import pytest
 from helpers import FakeRunner
 from optuna.trial import TrialState
 
-from autotune import MeasureSettings, Status, TrainConfig, TrialResult
+from autotune import Diagnosis, MeasureSettings, Status, TrainConfig, TrialResult, Verdict
 from autotune.contract.request import TrialRequest
 from autotune.study.objective import Objective, Outcome
 from autotune.study.records import TrialRecord
@@ -26,9 +26,10 @@ def record(number: int, config: TrainConfig, result: TrialResult | None) -> Tria
 
 
 def objective(tmp_path: Path, runner: Any, finished: list[TrialRecord] | None = None,
-              device: str = "cpu") -> Objective:
+              device: str = "cpu", infer_slow: bool = False) -> Objective:
     return Objective(adapter=Path("adapters/mlp.py"), device=device, out=tmp_path,
-                     runner=runner, measure=MEASURE, finished=lambda: list(finished or []))
+                     runner=runner, measure=MEASURE, finished=lambda: list(finished or []),
+                     infer_slow=infer_slow)
 
 
 OOM = TrialResult(status=Status.OOM, reason="OutOfMemoryError: CUDA out of memory")
@@ -159,6 +160,81 @@ def test_an_implied_oom_is_no_wall_of_its_own(tmp_path: Path) -> None:
     outcome = objective(tmp_path, runner, [record(2, TrainConfig(batch_size=32), implied)])(
         3, TrainConfig(batch_size=64), limit=60.0)
     assert outcome.result.status is Status.OK and len(runner.requests) == 1
+
+
+# -- a smaller batch behind an overhead-bound trial -------------------------------------------------
+
+
+def bound(verdict: Verdict, rate: float) -> TrialResult:
+    return TrialResult(status=Status.OK, throughput=rate, duration_seconds=10.0,
+                       diagnosis=Diagnosis(verdict=verdict, suggestion="", throughput=rate,
+                                           loader_rate=1e9, compute_rate=rate,
+                                           data_wait_fraction=0.0, gpu_busy_fraction=0.3))
+
+
+GRAPHS_512 = TrainConfig(batch_size=512, num_workers=8, compile="reduce-overhead")
+
+
+def test_a_quarter_of_an_overhead_bound_trials_batch_is_not_run(tmp_path: Path) -> None:
+    # The H100 tinyblocks grid: reduce-overhead ran 2.5k, 10.3k, 43.8k samples/s at bs 32, 128,
+    # 512. At bs 128, 1.5 x a quarter of 43.8k (16.4k) stays under 0.6 x the best (26.3k).
+    runner = FakeRunner()
+    finished = [record(3, GRAPHS_512, bound(Verdict.OVERHEAD, 43_800.0))]
+    run = objective(tmp_path, runner, finished, infer_slow=True)
+    config = TrainConfig(batch_size=128, num_workers=15, amp_dtype="bf16", checkpoint=1.0,
+                         compile="reduce-overhead")
+    outcome = run(4, config, limit=60.0)
+    assert runner.requests == []
+    assert outcome.result.status is Status.PRUNED and outcome.duplicate_of is None
+    assert outcome.ceiling == pytest.approx(1.5 * 43_800.0 / 4)
+    assert outcome.result.throughput is None  # nothing was measured: the bound is no rate
+    assert outcome.result.reason == (
+        "not run: at most 1.642e+04/s, implied by trial 3, overhead-bound at batch_size=512 "
+        "with compile=reduce-overhead (4.38e+04/s): a launch-bound step takes as long at a "
+        "smaller batch")
+
+
+@pytest.mark.parametrize("config", [
+    TrainConfig(batch_size=256, compile="reduce-overhead"),  # half: 1.5 x 1/2 is over 0.6
+    TrainConfig(batch_size=128, compile="default"),  # another compile mode: other launches
+    TrainConfig(batch_size=128, grad_accum=4, compile="none"),  # more accumulation
+])
+def test_a_batch_the_overhead_bound_trial_does_not_bound_runs(
+        tmp_path: Path, config: TrainConfig) -> None:
+    runner = FakeRunner()
+    finished = [record(3, GRAPHS_512, bound(Verdict.OVERHEAD, 43_800.0)),
+                record(5, TrainConfig(batch_size=512, compile="none"),
+                       bound(Verdict.OVERHEAD, 14_000.0))]
+    outcome = objective(tmp_path, runner, finished, infer_slow=True)(6, config, limit=60.0)
+    assert outcome.ceiling is None and len(runner.requests) == 1
+
+
+def test_only_an_overhead_bound_trial_bounds_smaller_batches(tmp_path: Path) -> None:
+    # Compute-bound at bs 512: a smaller batch does less work per step, not the same.
+    runner = FakeRunner()
+    finished = [record(3, GRAPHS_512, bound(Verdict.COMPUTE, 43_800.0))]
+    outcome = objective(tmp_path, runner, finished, infer_slow=True)(
+        4, TrainConfig(batch_size=32, compile="reduce-overhead"), limit=60.0)
+    assert outcome.ceiling is None and len(runner.requests) == 1
+
+
+def test_a_search_without_pruning_runs_what_an_overhead_bound_trial_bounds(
+        tmp_path: Path) -> None:
+    runner = FakeRunner()
+    finished = [record(3, GRAPHS_512, bound(Verdict.OVERHEAD, 43_800.0))]
+    outcome = objective(tmp_path, runner, finished)(
+        4, TrainConfig(batch_size=32, compile="reduce-overhead"), limit=60.0)
+    assert outcome.ceiling is None and len(runner.requests) == 1
+
+
+def test_a_config_implied_slow_is_judged_again_not_copied(tmp_path: Path) -> None:
+    small = TrainConfig(batch_size=32, compile="reduce-overhead")
+    skipped = TrialResult(status=Status.PRUNED, reason="not run: at most 4,106/s, ...")
+    # The overhead-bound trial is gone from what is known (another study's, say): it runs.
+    runner = FakeRunner()
+    outcome = objective(tmp_path, runner, [record(4, small, skipped)], infer_slow=True)(
+        5, small, limit=60.0)
+    assert outcome.duplicate_of is None and len(runner.requests) == 1
 
 
 # -- diagnosis only where it can matter ----------------------------------------------------------

@@ -556,6 +556,35 @@ def compute_bound_baseline(call: int, request: TrialRequest) -> TrialResult:
     return result
 
 
+def overhead_bound(call: int, request: TrialRequest) -> TrialResult:
+    """Every step takes as long at any batch (launches): the rate grows with the batch."""
+    result = ok_by_batch_size(call, request)
+    return result.replace(diagnosis=Diagnosis(
+        verdict=Verdict.OVERHEAD, suggestion="", throughput=result.throughput or 0.0,
+        loader_rate=1e9, compute_rate=result.throughput, data_wait_fraction=0.0,
+        gpu_busy_fraction=0.2))
+
+
+def test_small_batches_behind_an_overhead_bound_trial_are_told_not_run(tmp_path: Path) -> None:
+    # One compile mode, batches 4-64: once bs 64 is measured overhead-bound, bs 16 or less can
+    # read at most 1.5 x a quarter of its rate, under the pruner's 0.6: not run, told PRUNED
+    # at that bound, which the sampler learns from.
+    runner = FakeRunner(overhead_bound)
+    space = {"batch_size": {"factors": [0.5, 1, 2, 4, 8]}, "num_workers": {"low": 0, "high": 4}}
+    search(tmp_path, space, trials=30, runner=runner).run()
+    implied = [r for r in records_of(tmp_path)
+               if r.result is not None and r.result.reason.startswith("not run: at most")]
+    assert implied
+    measured_64 = min(i for i, q in enumerate(runner.requests) if q.config.batch_size == 64)
+    assert all(q.config.batch_size > 16 for q in runner.requests[measured_64 + 1:])
+    trials = {t.number: t for t in study_of(tmp_path).get_trials()}
+    for r in implied:
+        assert r.config is not None and r.config.batch_size <= 16
+        assert r.state is TrialState.PRUNED
+        assert trials[r.number].intermediate_values == {
+            1: pytest.approx(1.5 * 6400 * r.config.batch_size / 64)}
+
+
 def test_one_slot_runs_the_recipe_the_baselines_diagnosis_points_at(tmp_path: Path) -> None:
     runner = FakeRunner(compute_bound_baseline)
     search(tmp_path, WITH_COMPILE, trials=2, runner=runner).run()
