@@ -6,8 +6,9 @@
 Reads the search's study (through its output folder) and best.yaml, and the grid measured on
 the same machine; prints one JSON object and, with --append, adds or replaces it (by adapter)
 in a list. `trials` counts configurations the search evaluated: trials that ran (pruned ones
-included) and memory-wall or known-incompatible refusals, not re-used duplicates nor configs the
-budget's end left unstarted (a timeout "not run": its first compile would not have finished).
+included) and memory-wall, implied-slow or known-incompatible refusals, not re-used duplicates
+nor configs the budget's end left unstarted (a timeout "not run": its first compile would not
+have finished). `pruned` counts trials that ran, `implied_slow` those judged without running.
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ def summarize(search: Path, grid: Path, bound: str, budget: float) -> dict[str, 
         "budget_seconds": budget,
         "trials": len(evaluated),
         "trials_ran": len(ran),
-        "pruned": sum(r.result.status is Status.PRUNED for r in evaluated),
+        "pruned": sum(r.result.status is Status.PRUNED for r in ran),
+        "implied_slow": sum(r.result.status is Status.PRUNED for r in evaluated) - sum(
+            r.result.status is Status.PRUNED for r in ran),
         "best": best["throughput"]["value"],
         "best_from": best["throughput"]["from"],
         "best_config": best["config"],

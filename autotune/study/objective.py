@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.contract.config import KNOBS, TrainConfig
+from autotune.contract.fmt import human
 from autotune.contract.request import MeasureSettings, TrialRequest, known_incompatible
 from autotune.contract.result import Status, TrialResult, Verdict
 from autotune.study.pruning import PRUNE_RATIO
@@ -79,9 +80,12 @@ class Objective:
         limit: float,
         on_event: Callable[[dict[str, Any]], None] | None = None,
         budget_cut: bool = False,
+        prunable: bool = True,
     ) -> Outcome:
         """`budget_cut`: `limit` is what is left of the search's budget, shorter than a trial's
-        own limit; a config that cannot finish in it is not started (`cold_compile`)."""
+        own limit; a config that cannot finish in it is not started (`cold_compile`).
+        `prunable`: the trial may be pruned (the sampler's, exploration); the guided starts are
+        measured to the end, so none of them is skipped as implied slow either."""
         impossible = known_incompatible(config, self.device)
         if impossible is not None:
             # Never launched; told as infeasible so the sampler learns the combination.
@@ -97,13 +101,13 @@ class Objective:
             return Outcome(result=TrialResult(
                 status=Status.OOM, reason=f"not run: implied by trial {wall.number}, which ran "
                 f"out of memory at batch_size={wall.config.batch_size}"))  # type: ignore[union-attr]
-        implied = self.overhead_ceiling(config)
+        implied = self.overhead_ceiling(config) if prunable else None
         if implied is not None:
             ceiling, by = implied
             return Outcome(ceiling=ceiling, result=TrialResult(
-                status=Status.PRUNED, reason=f"not run: at most {ceiling:.4g}/s, implied by "
+                status=Status.PRUNED, reason=f"not run: at most {human(ceiling)}/s, implied by "
                 f"trial {by.number}, overhead-bound at batch_size={by.config.batch_size} with "  # type: ignore[union-attr]
-                f"compile={config.compile} ({by.value:.4g}/s): a launch-bound step takes as "
+                f"compile={config.compile} ({human(by.value)}/s): a launch-bound step takes as "  # type: ignore[arg-type]
                 f"long at a smaller batch"))
         if budget_cut:
             cold = self.cold_compile(config)

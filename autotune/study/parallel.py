@@ -156,6 +156,7 @@ class SlotLoop:
                 report(event)
 
             return self.objectives[slot](trial.number, config, limit=limit, on_event=on_event,
-                                         budget_cut=job.budget_cut)
+                                         budget_cut=job.budget_cut,
+                                         prunable=prunable(records.read_role(trial)))
 
         slots.start(slot, job, run)

@@ -187,9 +187,14 @@ def loader_rate(
     already, and draining 64 queued batches of a slow loader took 11 s on an H100 host), and
     timing stops after a few rounds of all workers or `seconds`, whichever comes first.
     """
-    if prefetch_batches:  # what the workers made while it was skipped too (warmup.Skip)
-        step.skip_queued(QUEUE_EMPTY_WAIT, 2 * prefetch_batches + step.config.num_workers,
-                         seconds)
+    t0 = clock()
+    for _ in range(prefetch_batches):
+        if clock() - t0 > seconds:
+            break
+        step.next_batch()
+    if prefetch_batches:  # and what the workers made meanwhile (warmup.Skip)
+        step.skip_queued(QUEUE_EMPTY_WAIT, prefetch_batches + step.config.num_workers,
+                         max(0.0, seconds - (clock() - t0)))
     want = max(8, 3 * step.config.num_workers)  # a few full rounds of all workers
     items = batches = 0
     t0 = clock()

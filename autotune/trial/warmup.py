@@ -24,7 +24,7 @@ this share of their time: timed windows then need not span rounds of its workers
 
 QUEUE_EMPTY_WAIT = 1e-3
 """Seconds a pull of a batch with no step between pulls must block at least before the
-loader's queue counts as empty: a ready batch comes in well under it."""
+loader's queue counts as empty (a ready batch comes in under it on an idle host)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -88,6 +88,11 @@ def warm_up(
     After them, unless the drain saw the loader fall behind (its steady state is an empty
     queue), steps run until one did not wait for the workers' new batches, at most one more
     than a round of the workers.
+
+    A pull counts as blocked from the larger of QUEUE_EMPTY_WAIT and a quarter of a batch's
+    compute time. On a busy host a ready batch can take longer (0.1-3.4 ms on a 2-CPU VM with
+    2 workers), and batches come in order (one slow batch blocks the ready ones behind it): the
+    skip then ends early, and leaves what the drain left, as before there was a skip.
     """
     s = settings
     compute_times: list[float] = []
@@ -118,7 +123,12 @@ def warm_up(
              2 * s.prefetch_batches + s.num_workers)
         refill = math.ceil(s.num_workers / s.grad_accum) + 1 if kept_up else 0
         for _ in range(refill):
-            wall, waited = _timed(step, sync, clock, gather)
+            t0 = clock()
+            waited = step().data_wait
+            sync()
+            wall = clock() - t0
+            if gather is not None:  # go on while any rank waited: every rank decides alike
+                wall, waited = (max(values) for values in zip(*gather((wall, waited))))
             steps += 1  # not a warm-up time: windows are sized by the drained steps
             if waited <= KEPT_UP * wall:
                 break
@@ -129,8 +139,9 @@ def warm_up(
 
 def _timed(step: Step, sync: Callable[[], None], clock: Callable[[], float],
            gather: Gather | None) -> tuple[float, float]:
-    """One step's wall seconds and seconds waiting for data; across ranks, the slowest rank's
-    wall and compute times (every rank then decides alike)."""
+    """One step's wall seconds and seconds waiting for data; across ranks, the longest wall and
+    the longest compute time of any rank, and the wait as their difference (every rank then
+    decides alike)."""
     t0 = clock()
     result = step()
     sync()

@@ -189,9 +189,18 @@ def test_a_quarter_of_an_overhead_bound_trials_batch_is_not_run(tmp_path: Path) 
     assert outcome.ceiling == pytest.approx(1.5 * 43_800.0 / 4)
     assert outcome.result.throughput is None  # nothing was measured: the bound is no rate
     assert outcome.result.reason == (
-        "not run: at most 1.642e+04/s, implied by trial 3, overhead-bound at batch_size=512 "
-        "with compile=reduce-overhead (4.38e+04/s): a launch-bound step takes as long at a "
+        "not run: at most 16.4k/s, implied by trial 3, overhead-bound at batch_size=512 "
+        "with compile=reduce-overhead (43.8k/s): a launch-bound step takes as long at a "
         "smaller batch")
+
+
+def test_a_guided_start_is_measured_even_behind_an_overhead_bound_trial(tmp_path: Path) -> None:
+    # The baseline, the recipe and the ladder's follow-ups are measured to the end.
+    runner = FakeRunner()
+    finished = [record(3, GRAPHS_512, bound(Verdict.OVERHEAD, 43_800.0))]
+    outcome = objective(tmp_path, runner, finished, infer_slow=True)(
+        4, TrainConfig(batch_size=32, compile="reduce-overhead"), limit=60.0, prunable=False)
+    assert outcome.ceiling is None and len(runner.requests) == 1
 
 
 @pytest.mark.parametrize("config", [

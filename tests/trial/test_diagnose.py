@@ -323,14 +323,14 @@ def test_loader_rate_drains_the_prefetched_batches_first() -> None:
     assert step.batches == 6 + 1 + 8
 
 
-def test_skipping_the_queue_of_a_slow_loader_stops_at_the_first_pull_that_blocks() -> None:
+def test_skipping_the_queue_of_a_slow_loader_stops_after_seconds() -> None:
     clock = FakeClock()
-    # 64 batches may be queued ahead, each 1 s to load: skipping them all would take a minute.
-    # Nothing was queued: the first pull blocks, and skipping stops.
+    # 64 batches queued ahead, each 1 s to load: skipping them all would take a minute.
     step = ScriptedStep(clock, config=TrainConfig(batch_size=ITEMS), batch_seconds=1.0)
     rate = loader_rate(step, prefetch_batches=64, seconds=2.5, clock=clock)  # type: ignore[arg-type]
-    assert step.batches == 1 + 3  # 1 skipped, then 3 timed within 2.5 s
-    assert clock.now == 4.0
+    # 3 skipped within 2.5 s, one more that blocked (the queue is empty), then 3 timed.
+    assert step.batches == 3 + 1 + 3
+    assert clock.now == 7.0
     assert rate == ITEMS / 1.0
 
 
