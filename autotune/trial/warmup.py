@@ -102,16 +102,16 @@ def warm_up(
     drained_wall = drained_wait = 0.0  # their seconds, and the seconds waiting for data
     steps = 0
     while steps < s.max_warmup_steps:
-        wall, waited = _timed(step, sync, clock, gather)
+        wall, compute = _timed(step, sync, clock, gather)
         wall_times.append(wall)
-        compute_times.append(wall - waited)
+        compute_times.append(compute)
         steps += 1
         if steps == 1 and on_first_step is not None:
             on_first_step(wall_times[0])
         if settled:
             drained += s.grad_accum
             drained_wall += wall
-            drained_wait += waited
+            drained_wait += wall - compute
         elif steps >= s.min_warmup_steps and _settled(compute_times[-2:], s.settle_ratio):
             settled = True
         if settled and drained >= s.prefetch_batches:
@@ -139,17 +139,17 @@ def warm_up(
 
 def _timed(step: Step, sync: Callable[[], None], clock: Callable[[], float],
            gather: Gather | None) -> tuple[float, float]:
-    """One step's wall seconds and seconds waiting for data; across ranks, the longest wall and
-    the longest compute time of any rank, and the wait as their difference (every rank then
-    decides alike)."""
+    """One step's wall seconds and seconds not waiting for data; across ranks, the longest of
+    each of any rank (every rank then decides alike)."""
     t0 = clock()
     result = step()
     sync()
     wall = clock() - t0
+    compute = wall - result.data_wait
     if gather is None:
-        return wall, result.data_wait
-    wall, compute = (max(values) for values in zip(*gather((wall, wall - result.data_wait))))
-    return wall, wall - compute
+        return wall, compute
+    wall, compute = (max(values) for values in zip(*gather((wall, compute))))
+    return wall, compute
 
 
 def _settled(times: Sequence[float], ratio: float) -> bool:
