@@ -21,7 +21,7 @@ from autotune.contract.errors import InputError
 from autotune.contract.result import Status, TrialResult
 from autotune.study import records
 from autotune.study.claim import running_twin, take_over, wait_finished
-from autotune.study.confirm import CONFIRM_SHARE, estimate_seconds, start_costs
+from autotune.study.confirm import CONFIRM_SHARE, estimate_seconds
 from autotune.study.objective import Outcome
 from autotune.study.pruning import report_windows
 from autotune.study.slots import Job, Slots
@@ -40,6 +40,7 @@ CONVERGED_REPEATS = 10
 class SlotLoop:
     """`Search`'s scheduling methods, apart: a mixin whose methods work on the search itself
     (its study, settings, runners and objectives, `_finish`, `_tell`, `_candidates`,
+    `_confirm_costs`,
     `_interrupt`, `_step_over`, `_halted`); not imported from search.py, to keep the package
     free of import cycles."""
 
@@ -65,15 +66,6 @@ class SlotLoop:
             for beat in self._beats.values():  # trials an exception left untold
                 beat.close()
             self._beats.clear()
-
-    def _confirm_costs(self) -> tuple[float, float, float]:
-        """What a confirmation run is planned to pay beyond its search trial: the first run's
-        start-up, each later run's, and the confirmation's longer measurement (its budget less
-        the search's)."""
-        s = self.settings
-        first, later = start_costs(self.runner, self.confirm_runner)
-        confirm = s.confirm_measure or s.measure
-        return first, later, max(0.0, confirm.budget_seconds - s.measure.budget_seconds)
 
     def _fill(self, slots: Slots[optuna.Trial, Outcome], deadline: float | None) -> None:
         s = self.settings

@@ -4,11 +4,9 @@ With several GPU slots (`layout`), one trial runs on each at once: the sampler's
 keeps concurrent proposals apart, and a config asked while the same one runs on another slot
 waits for that trial's result instead of running twice (`parallel`, `slots`).
 
-Trial 0 is the baseline (PyTorch's defaults at the adapter's batch size). Outcomes that are a
-property of the config (oom, nan, error, timeout, crashed) are told as COMPLETE but infeasible
-(`trial.set_constraint`), so TPE learns to avoid them; interruptions and trials cut short by the
-study's own budget say nothing about the config and are told as FAIL. Re-running the same
-command continues the same study.
+Trial 0 is the baseline (PyTorch's defaults at the adapter's batch size). How each outcome is
+told to Optuna is `telling`'s; the confirmation of the leaders after the budget is
+`confirming`'s. Re-running the same command continues the same study.
 """
 
 from __future__ import annotations
@@ -28,23 +26,8 @@ from autotune.contract.host import available_cpus
 from autotune.contract.request import known_incompatible
 from autotune.contract.result import Status, TrialResult
 from autotune.study import records
-from autotune.study.claim import (
-    Claim,
-    StudyLock,
-    claim_confirmation,
-    end_confirmation,
-    step_over,
-    wait_finished,
-)
-from autotune.study.confirm import (
-    FRESH_PROCESS_SECONDS,
-    Candidate,
-    candidates,
-    fit_to_time,
-    record_confirmation,
-    run_confirmation,
-    run_seconds,
-)
+from autotune.study.claim import Claim, StudyLock, step_over
+from autotune.study.confirming import ConfirmPhase
 from autotune.study.interrupts import Interrupted, on_signals
 from autotune.study.layout import Layout
 from autotune.study.objective import Objective, Outcome
@@ -64,15 +47,12 @@ from autotune.study.starts import (
     initial_starts,
     unmeasured,
 )
+from autotune.study.telling import tell
 from autotune.study.winner import Winner, best_and_baseline, pick_winner
 
 __all__ = ["Interrupted", "Search", "SearchListener", "SearchSettings"]
 
-# Constraint key: > 0 means the trial did not produce a usable measurement.
-FEASIBLE = records.FEASIBLE
-
-
-class Search(SlotLoop):
+class Search(SlotLoop, ConfirmPhase):
     """The loop: ask, run the objective, tell; after the budget, confirm the leaders.
 
     `on_change` is called with the study after every finished trial and at the end (the CLI
@@ -184,57 +164,6 @@ class Search(SlotLoop):
         seen enough, such as the replay benchmark)."""
         self._stopped = True
 
-    def _candidates(self) -> list[Candidate]:
-        if self.settings.confirm == 0:
-            return []
-        return candidates(records.read_records(self.study), self.settings.confirm)
-
-    def _confirm(self, deadline: float | None) -> None:
-        s = self.settings
-        if s.confirm == 0:
-            return
-        # Searches sharing the study end their running trials first, and the last to end
-        # confirms: a dead one's trial is failed by the heartbeat check meanwhile.
-        wait = s.trial_timeout + s.heartbeat.grace + 30.0
-        wait_finished(self.study, None, recover=self._step_over,
-                      stop=lambda: self._signal is not None,
-                      timeout=wait if deadline is None else min(wait, deadline - self.clock()))
-        cands = self._candidates()
-        if not any(not c.baseline for c in cands) or self._signal is not None:
-            return  # nothing but the baseline ran ok: nothing to confirm
-        if deadline is not None:  # fewer configs, so that the leader can run twice
-            first, later, gap = self._confirm_costs()
-            left = deadline - self.clock() - (first - later)  # the first run starts cold
-            cands = fit_to_time(cands, left, lambda c: run_seconds(
-                c, measure_gap_seconds=gap, start_seconds=later))
-        # The longest the confirmation may take (each run's limit is at most the trial's).
-        seconds = (s.confirm_max_repeats or s.confirm_repeats) * len(cands) * (
-            s.trial_timeout + FRESH_PROCESS_SECONDS)
-        self.confirmed_by = claim_confirmation(self.study, self.lock, done=self.done(),
-                                               seconds=seconds)
-        if self.confirmed_by is not None:
-            return  # another search confirms these trials, or did
-        finished = False
-        try:
-            self.listener.confirm_started(cands, s.confirm_repeats)
-            runs: list[tuple[Candidate, TrialResult]] = []
-
-            def on_result(cand: Candidate, result: TrialResult) -> None:
-                runs.append((cand, result))
-                self.listener.confirm_result(cand, result)
-
-            summary = run_confirmation(
-                cands, adapter=s.adapter, device=s.device, runner=self.confirm_runner,
-                out=s.out, repeats=s.confirm_repeats, max_repeats=s.confirm_max_repeats,
-                trial_timeout=s.trial_timeout, measure=s.confirm_measure or s.measure,
-                seed=s.seed, on_result=on_result, deadline=deadline, clock=self.clock,
-            )
-            if self._signal is None:
-                record_confirmation(self.study, summary, runs)
-                finished = True
-        finally:
-            end_confirmation(self.study, self.lock, finished=finished)
-
     def _step_over(self) -> None:
         step_over(self.study, self.lock, self.space)  # trials of searches that died (hosts)
 
@@ -336,21 +265,7 @@ class Search(SlotLoop):
         beat = self._beats.pop(trial.number, None)
         if beat is not None:
             beat.close()
-        try:
-            records.write_result(trial, result)
-        except optuna.exceptions.UpdateFinishedTrialError:
-            return  # another search failed it: its heartbeat was late (a slow or cut network)
-        if result.status is Status.PRUNED:
-            self.study.tell(trial, state=TrialState.PRUNED)
-        elif result.status is Status.OK:
-            trial.set_constraint(FEASIBLE, 0.0)
-            self.study.tell(trial, result.throughput)
-        elif result.status.says_something and not says_nothing \
-                and not (budget_cut and result.status is Status.TIMEOUT):
-            trial.set_constraint(FEASIBLE, 1.0)
-            self.study.tell(trial, 0.0)
-        else:
-            self.study.tell(trial, state=TrialState.FAIL)
+        tell(self.study, trial, result, budget_cut=budget_cut, says_nothing=says_nothing)
 
     def _interrupt(self, reason: str) -> None:
         """Stop every running trial (each slot's, and a confirmation run) as `interrupted`."""
