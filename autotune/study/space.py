@@ -7,8 +7,8 @@ A space file maps knob names to a domain and an optional condition::
     batch_size: {factors: [0.5, 1, 2]}          # multiples of the adapter's batch_size
     compile: {choices: [none, default], when: "amp_dtype != fp32"}
 
-Files are read with `yaml.safe_load`; conditions are parsed by a small grammar
-(`KNOB OP VALUE`, joined by `and`), never evaluated as Python. Every error names the file, the
+Files are read with `yaml.safe_load`; conditions are parsed by a small grammar (`KNOB OP
+VALUE`, joined by `and`; `conditions`), never evaluated as Python. Every error names the file, the
 key and what is allowed, and is raised before any trial runs. Impossible combinations (prefetching
 without workers, a batch size that does not divide the global batch) are never sampled.
 
@@ -21,8 +21,7 @@ attribute or `--vary-global-batch`) searches batch sizes and accumulation freely
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +31,8 @@ from autotune.contract.config import KNOB, TrainConfig
 from autotune.contract.host import available_cpus
 from autotune.contract.knobs import KnobSpec
 from autotune.contract.errors import InputError
-from autotune.study.searchspace import OPS, Condition, Knob, SearchSpace
+from autotune.study.conditions import dependency_order, parse_when
+from autotune.study.searchspace import Condition, Knob, SearchSpace
 
 if TYPE_CHECKING:
 
@@ -46,9 +46,6 @@ SPACES_DIRS = (_PACKAGE.parent / "search_spaces", _PACKAGE / "search_spaces")
 
 
 KNOB_NAMES = tuple(KNOB)
-
-_CONDITION = re.compile(r"^\s*([A-Za-z_]\w*)\s*(==|!=|<=|>=|<|>|not\s+in|in)\s*(.+?)\s*$")
-
 
 def builtin_spaces() -> list[str]:
     """The names `find_space` knows without a path ("cpu", "default", "full", ...)."""
@@ -147,7 +144,7 @@ def parse_space(
         names = {k.name for k in knobs}
     return SearchSpace(
         source=source,
-        knobs=tuple(_order(knobs, names, source)),
+        knobs=tuple(dependency_order(knobs, names, source)),
         baseline=baseline,
         global_batch_size=fixed,
     )
@@ -165,7 +162,7 @@ def _parse_knob(name: str, body: Any, *, source: str, adapter: type[Adapter], cp
     unknown = sorted(set(body) - allowed_keys)
     if unknown:
         raise InputError(f"{where}: unknown field(s) {unknown}; allowed: {sorted(allowed_keys)}")
-    when = _parse_when(body.get("when"), where)
+    when = parse_when(body.get("when"), where)
     if spec.needs_workers:
         when = (Condition("num_workers", ">", 0), *when)
     forms = [k for k in ("choices", "factors", "low") if k in body]
@@ -271,58 +268,6 @@ def _check_value(value: Any, spec: KnobSpec, where: str) -> Any:
     return value
 
 
-def _parse_when(raw: Any, where: str) -> tuple[Condition, ...]:
-    if raw is None:
-        return ()
-    if isinstance(raw, list):
-        parts = raw
-    elif isinstance(raw, str):
-        parts = re.split(r"\s+and\s+", raw, flags=re.IGNORECASE)
-    else:
-        raise InputError(f"{where}.when: expected a string like \"num_workers > 0\", got {raw!r}")
-    conditions = []
-    for part in parts:
-        match = _CONDITION.match(part) if isinstance(part, str) else None
-        if match is None:
-            raise InputError(
-                f"{where}.when: cannot parse {part!r}; write KNOB OP VALUE with OP one of "
-                f"{', '.join(OPS)}, joined by 'and'"
-            )
-        knob, op, text = match.groups()
-        op = " ".join(op.split())
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
-            raise InputError(f"{where}.when: cannot read the value {text!r} in {part!r}") from None
-        if op in ("in", "not in") and not isinstance(value, list):
-            raise InputError(f"{where}.when: '{op}' needs a list like [a, b], got {text!r}")
-        if knob in KNOB:
-            _check_condition_value(knob, value if isinstance(value, list) else [value], where, part)
-        conditions.append(Condition(knob, op, value))
-    return tuple(conditions)
-
-
-def _check_condition_value(knob: str, values: Sequence[Any], where: str, part: str) -> None:
-    spec = KNOB[knob]
-    for value in values:
-        if spec.allowed is not None and value not in spec.allowed:
-            raise InputError(
-                f"{where}.when: in {part!r}, {value!r} is not a value of {knob}; allowed: "
-                f"{list(spec.allowed)}"
-            )
-        if value is None and (spec.nullable or spec.needs_workers):
-            continue
-        numeric = spec.kind in (int, float) and not isinstance(value, bool) and isinstance(
-            value, (int, float))
-        if not (numeric or isinstance(value, spec.kind)):
-            kind = {int: "an integer", float: "a number", bool: "true or false",
-                    str: "a string"}[spec.kind]
-            raise InputError(
-                f"{where}.when: in {part!r}, {knob} is compared with {value!r}, but its values "
-                f"are {kind}"
-            )
-
-
 def _check_device(knob: Knob, source: str, device_type: str) -> None:
     if device_type == "cuda":
         return
@@ -334,22 +279,3 @@ def _check_device(knob: Knob, source: str, device_type: str) -> None:
             f"{source}: key '{knob.name}': {bad} only mean(s) something on CUDA, but the device is "
             f"{device_type}; use --space cpu, or drop these values"
         )
-
-
-def _order(knobs: list[Knob], names: set[str], source: str) -> list[Knob]:
-    """Dependency order: a knob after every searched knob its conditions read."""
-    rank = {name: i for i, name in enumerate(KNOB_NAMES)}
-    pending = sorted(knobs, key=lambda k: rank[k.name])
-    ordered: list[Knob] = []
-    done: set[str] = set()
-    while pending:
-        ready = [k for k in pending if all(c.knob in done or c.knob not in names for c in k.when)]
-        if not ready:
-            cycle = ", ".join(k.name for k in pending)
-            raise InputError(f"{source}: the 'when' conditions of {cycle} depend on each other in a cycle")
-        ordered.append(ready[0])
-        done.add(ready[0].name)
-        pending.remove(ready[0])
-    return ordered
-
-
