@@ -319,6 +319,29 @@ def test_confirmation_stops_at_the_deadline(tmp_path: Path) -> None:
     assert max(timeout for *_, timeout, _ in runner.calls) <= 75.0 - 20.0
 
 
+def test_a_first_round_cut_by_the_deadline_has_run_the_search_leader(tmp_path: Path) -> None:
+    # A 60-s CPU search (2026-11-23): the baseline led the search (1.7k/s), trial 2 (1.6k/s)
+    # ran first in the shuffled round and the deadline came before the baseline's run; the
+    # winner was then trial 2, at 0.94x the baseline by the search. The leader runs first.
+    for seed in range(8):
+        runner = ScriptedRunner({2: oks(1590.0), 4: oks(1100.0), 0: oks(1700.0)})
+        now = [0.0]
+
+        def clock() -> float:
+            return now[0]
+
+        def timed(cand: Candidate, result: TrialResult) -> None:
+            now[0] += 30.0
+
+        cands = [cand(2, 1600.0, num_workers=2), cand(4, 1130.0), cand(0, 1700.0, baseline=True)]
+        summary = run_confirmation(cands, adapter=Path("a.py"), device="cpu", runner=runner,
+                                   out=tmp_path / str(seed), repeats=2, trial_timeout=300.0,
+                                   seed=seed, measure=MeasureSettings(), deadline=35.0,
+                                   clock=clock, on_result=timed)
+        assert runner.order == [0]
+        assert [e.trial for e in summary if e.throughputs] == [0]
+
+
 def test_no_run_starts_that_its_earlier_fresh_runs_say_cannot_finish(tmp_path: Path) -> None:
     # Each run takes 30 s. Round 1 runs the three candidates (clock 0, 30, 60); at 90 s, with
     # 40 s left of the 130-s budget, trial 5's second run (30 s) still fits; then 10 s is left,
