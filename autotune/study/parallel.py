@@ -40,9 +40,8 @@ CONVERGED_REPEATS = 10
 class SlotLoop:
     """`Search`'s scheduling methods, apart: a mixin whose methods work on the search itself
     (its study, settings, runners and objectives, `_finish`, `_tell`, `_candidates`,
-    `_confirm_costs`,
-    `_interrupt`, `_step_over`, `_halted`); not imported from search.py, to keep the package
-    free of import cycles."""
+    `_confirm_costs`, `_interrupt`, `_step_over`, `_halted`); not imported from search.py, to
+    keep the package free of import cycles."""
 
     def _search(self, slots: Slots[optuna.Trial, Outcome], deadline: float | None) -> None:
         """Keep every slot busy while the budget lasts; tell each trial as it ends."""

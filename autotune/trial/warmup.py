@@ -102,7 +102,7 @@ def warm_up(
     drained_wall = drained_wait = 0.0  # their seconds, and the seconds waiting for data
     steps = 0
     while steps < s.max_warmup_steps:
-        wall, compute = _timed(step, sync, clock, gather)
+        wall, compute, _ = _timed(step, sync, clock, gather)
         wall_times.append(wall)
         compute_times.append(compute)
         steps += 1
@@ -123,12 +123,7 @@ def warm_up(
              2 * s.prefetch_batches + s.num_workers)
         refill = math.ceil(s.num_workers / s.grad_accum) + 1 if kept_up else 0
         for _ in range(refill):
-            t0 = clock()
-            waited = step().data_wait
-            sync()
-            wall = clock() - t0
-            if gather is not None:  # go on while any rank waited: every rank decides alike
-                wall, waited = (max(values) for values in zip(*gather((wall, waited))))
+            wall, _, waited = _timed(step, sync, clock, gather)  # goes on while any rank waited
             steps += 1  # not a warm-up time: windows are sized by the drained steps
             if waited <= KEPT_UP * wall:
                 break
@@ -138,18 +133,18 @@ def warm_up(
 
 
 def _timed(step: Step, sync: Callable[[], None], clock: Callable[[], float],
-           gather: Gather | None) -> tuple[float, float]:
-    """One step's wall seconds and seconds not waiting for data; across ranks, the longest of
-    each of any rank (every rank then decides alike)."""
+           gather: Gather | None) -> tuple[float, float, float]:
+    """One step's wall seconds, seconds not waiting for data and seconds waiting; across ranks,
+    the longest of each of any rank (every rank then decides alike)."""
     t0 = clock()
     result = step()
     sync()
     wall = clock() - t0
-    compute = wall - result.data_wait
+    times = (wall, wall - result.data_wait, result.data_wait)
     if gather is None:
-        return wall, compute
-    wall, compute = (max(values) for values in zip(*gather((wall, compute))))
-    return wall, compute
+        return times
+    wall, compute, waited = (max(values) for values in zip(*gather(times)))
+    return wall, compute, waited
 
 
 def _settled(times: Sequence[float], ratio: float) -> bool:
