@@ -16,7 +16,7 @@ from autotune.contract.phases import Phase
 from autotune.contract.request import CUDAGRAPH_MODES
 from autotune.trial.blame import blame
 from autotune.trial.features.amp import apply_amp, set_matmul_precision
-from autotune.trial.features.checkpoint import apply_checkpoint
+from autotune.trial.features.checkpoint import apply_checkpoint, disable_kv_cache
 from autotune.trial.features.compile import apply_compile
 from autotune.trial.features.dataloader import apply_dataloader, dataloader_kwargs, to_device
 from autotune.trial.features.ddp import no_sync
@@ -45,6 +45,8 @@ def apply_model_features(
     # 2. Checkpoint before compile, so the compiled graph is the checkpointed one (compiling
     #    first would capture the unwrapped forward and save every activation).
     wrapped = apply_checkpoint(blocks, checkpoint)
+    if wrapped:
+        disable_kv_cache(model)  # a recomputed block must not append to a KV cache again
     # 3. DDP around the checkpointed model, inside compile: compiling the DDP module lets
     #    Dynamo's DDPOptimizer split the graph at bucket boundaries, so each bucket's all-reduce
     #    overlaps the rest of the backward (torch/_dynamo/backends/distributed.py).

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch.utils.checkpoint import checkpoint
 
-__all__ = ["apply_checkpoint", "chosen_blocks"]
+__all__ = ["apply_checkpoint", "chosen_blocks", "disable_kv_cache"]
 
 
 def chosen_blocks(n_blocks: int, fraction: float) -> list[int]:
@@ -43,3 +43,16 @@ def apply_checkpoint(blocks: Sequence[torch.nn.Module], fraction: float) -> int:
 
 def _checkpointed(forward: Any, *args: Any, **kwargs: Any) -> Any:
     return checkpoint(forward, *args, use_reentrant=False, **kwargs)
+
+
+def disable_kv_cache(model: torch.nn.Module) -> bool:
+    """Turn off a transformers model's key/value cache (`config.use_cache`), as its own
+    `gradient_checkpointing_enable` does: a checkpointed block run again in the backward appends
+    its keys to the cache a second time, and attention then sees twice the sequence (GPT-2:
+    "size of tensor a (78) must match ... (39)"). Training reads no cache, so nothing it computes
+    changes. Returns whether a cache was turned off."""
+    config = getattr(model, "config", None)
+    if getattr(config, "use_cache", False) is not True:
+        return False
+    config.use_cache = False  # type: ignore[union-attr]
+    return True

@@ -1,0 +1,105 @@
+"""A transformers causal LM (GPT-2 small, built from its config) on variable-length sequences
+padded per batch: the compute-bound class with shapes that change from batch to batch.
+
+`GPT2LMHeadModel` is built from a `GPT2Config` (124M parameters at the defaults: 12 layers, 768
+wide, 12 heads, context 1024), so nothing is downloaded. The dataset yields token-id lists of
+HF_GPT2_MIN_LEN to HF_GPT2_MAX_LEN tokens, as a tokenized corpus cut into documents does;
+`collate` pads each batch to its longest sequence (what `DataCollatorForLanguageModeling` does
+with a tokenizer), so nearly every batch has a new length. The loss is the model's own, with
+padding labelled -100 (ignored); throughput is counted in real (non-padding) tokens. Needs
+transformers: pip install -e ".[hf]". Constants can be overridden by environment variables of
+the same name (e.g. HF_GPT2_LAYERS=2).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from torch import nn
+
+import autotune
+
+try:
+    from transformers import GPT2Config, GPT2LMHeadModel
+except ImportError as exc:  # say how to get it, not only that it is missing
+    raise ImportError(f"adapters/hf_gpt2.py needs transformers: pip install -e '.[hf]' ({exc})"
+                      ) from exc
+
+
+def _const(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+HF_GPT2_SAMPLES = _const("HF_GPT2_SAMPLES", 4096)
+HF_GPT2_MIN_LEN = _const("HF_GPT2_MIN_LEN", 512)
+HF_GPT2_MAX_LEN = _const("HF_GPT2_MAX_LEN", 1024)
+HF_GPT2_VOCAB = _const("HF_GPT2_VOCAB", 50257)
+HF_GPT2_WIDTH = _const("HF_GPT2_WIDTH", 768)
+HF_GPT2_LAYERS = _const("HF_GPT2_LAYERS", 12)
+HF_GPT2_HEADS = _const("HF_GPT2_HEADS", 12)
+HF_GPT2_BATCH = _const("HF_GPT2_BATCH", 8)
+
+PAD_ID = HF_GPT2_VOCAB - 1  # the last id, as GPT-2's <|endoftext|> (50256), its usual pad token
+
+
+class TokenizedDocuments(torch.utils.data.Dataset):
+    """Seeded "tokenized" documents: each sample an input_ids list of HF_GPT2_MIN_LEN to
+    HF_GPT2_MAX_LEN token ids. The ids are drawn once, in the parent, so workers only index."""
+
+    def __init__(self) -> None:
+        g = torch.Generator().manual_seed(0)
+        lengths = torch.randint(HF_GPT2_MIN_LEN, HF_GPT2_MAX_LEN + 1, (HF_GPT2_SAMPLES,), generator=g)
+        tokens = torch.randint(0, HF_GPT2_VOCAB - 1, (int(lengths.sum()),), generator=g)
+        self.docs = list(torch.split(tokens, lengths.tolist()))
+
+    def __len__(self) -> int:
+        return len(self.docs)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return {"input_ids": self.docs[i].tolist()}
+
+
+def collate(samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+    """Pad to the batch's longest sequence: input_ids, attention_mask, and labels that ignore
+    the padding (-100)."""
+    longest = max(len(s["input_ids"]) for s in samples)
+    input_ids = torch.full((len(samples), longest), PAD_ID, dtype=torch.long)
+    attention_mask = torch.zeros((len(samples), longest), dtype=torch.long)
+    for row, sample in enumerate(samples):
+        ids = sample["input_ids"]
+        input_ids[row, :len(ids)] = torch.tensor(ids)
+        attention_mask[row, :len(ids)] = 1
+    labels = input_ids.masked_fill(attention_mask == 0, -100)
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
+class HFGPT2Adapter(autotune.Adapter):
+    unit = "tokens"
+    batch_size = HF_GPT2_BATCH
+
+    def dataset(self) -> torch.utils.data.Dataset:
+        return TokenizedDocuments()
+
+    def loader_args(self) -> dict[str, Any]:
+        return {"collate_fn": collate, "shuffle": True}
+
+    def model(self) -> nn.Module:
+        config = GPT2Config(vocab_size=HF_GPT2_VOCAB, n_positions=max(1024, HF_GPT2_MAX_LEN),
+                            n_embd=HF_GPT2_WIDTH, n_layer=HF_GPT2_LAYERS, n_head=HF_GPT2_HEADS,
+                            bos_token_id=PAD_ID, eos_token_id=PAD_ID,
+                            pad_token_id=PAD_ID)
+        return GPT2LMHeadModel(config)
+
+    def optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+
+    def loss(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return model(**batch).loss  # the model shifts the labels and ignores -100
+
+    def blocks(self, model: GPT2LMHeadModel) -> list[nn.Module]:
+        return list(model.transformer.h)
+
+    def items(self, batch: dict[str, torch.Tensor]) -> int:
+        return int(batch["attention_mask"].sum())  # real tokens, padding not counted
