@@ -1,6 +1,6 @@
 """autotune: find, by measurement, the fastest training configuration for a PyTorch step.
 
-The package is layered along the process boundary (see README, "How it is built"):
+The package is layered along the process boundary (see docs/how-it-is-built.md):
 `contract` (what crosses it), `adapter` (what users implement), `trial` (the child: torch and
 the user's code), `study` (the parent: Optuna), `outputs`, and `cli`/`lab` on top.
 """

@@ -206,7 +206,7 @@ def test_example_search(example: str, small: Any, tmp_path: Path) -> None:
 
 
 def test_examples_are_cpu_sized_by_their_constants() -> None:
-    # The README promises it: sizes at the top of each file, each an environment variable.
+    # docs/adapters.md promises it: sizes at the top of each file, each an environment variable.
     for example, sizes in SMALL.items():
         text = (REPO_ROOT / "adapters" / f"{example}.py").read_text()
         for name in sizes:
