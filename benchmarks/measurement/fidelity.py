@@ -1,11 +1,12 @@
 """Fidelity: does autotune's short windowed estimate predict a long plain training run?
 
-    python benchmarks/fidelity.py --adapter adapters/gpt.py --config results/gpt/best.yaml
+    python benchmarks/measurement/fidelity.py --adapter adapters/gpt.py \\
+        --config results/h100/search/gpt/best.yaml
 
 Runs the tool's trial measurement `--repeats` times (fresh processes, exactly as a search trial
-measures), then `benchmarks/long_run.py` once for `--seconds` under `autotune apply` (a plain
-loop with no autotune measurement code), and prints the relative error of the median estimate
-and the repeat-to-repeat spread of the estimates. Writes a JSON file when --json is given.
+measures), then `benchmarks/measurement/long_run.py` once for `--seconds` under `autotune apply`
+(a plain loop with no autotune measurement code), and prints the relative error of the median
+estimate and the repeat-to-repeat spread of the estimates. Writes a JSON file when --json is given.
 """
 
 from __future__ import annotations

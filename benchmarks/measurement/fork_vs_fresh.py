@@ -1,13 +1,13 @@
 """One config measured as a forked search trial and as a fresh process, side by side.
 
-    python benchmarks/fork_vs_fresh.py [--adapter adapters/mlp.py] [--device cpu] [--runs 4]
-        [--amp bf16] [--compile none]
+    python benchmarks/measurement/fork_vs_fresh.py [--adapter adapters/mlp.py] [--device cpu]
+        [--runs 4] [--amp bf16] [--compile none]
 
 A search trial is forked from the fork server (`ForkServerRunner`); a confirmation run, like a
 production run, is a fresh process (`SubprocessRunner`). This alternates the two on one config
 (`--runs` each, the order flipped every round) with the search's measurement settings and
 prints each one's rates and medians: where they differ, the search ranks configs by something
-production does not get (see benchmarks/host_malloc.py).
+production does not get (see benchmarks/measurement/host_malloc.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from autotune.adapter import load_adapter  # noqa: E402
 from autotune.contract.config import TrainConfig  # noqa: E402

@@ -1,6 +1,7 @@
 """What glibc's heap trimming does to an eager CPU step, and why a forked trial read it faster.
 
-    python benchmarks/host_malloc.py [--adapter adapters/mlp.py] [--steps 400] [--repeats 2]
+    python benchmarks/measurement/host_malloc.py [--adapter adapters/mlp.py] [--steps 400] \\
+        [--repeats 2]
 
 Each case is a fresh Python process timing the adapter's eager train step (its loader, model,
 optimizer, loss; bf16 autocast and fp32) at the adapter's batch size, after 50 warm-up steps:
@@ -22,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 CASES = {
     "plain": ("", {}),

@@ -1,6 +1,7 @@
 """A plain training loop, no autotune measurement code in it: the reference for fidelity.
 
-    python benchmarks/long_run.py --adapter adapters/gpt.py --config best.yaml --seconds 180
+    python benchmarks/measurement/long_run.py --adapter adapters/gpt.py --config best.yaml \\
+        --seconds 180
 
 Builds the step the way a user applies best.yaml (DataLoader kwargs, wrap_model, autocast,
 GradScaler, `grad_accum` micro-batches per optimizer step), trains for `--warmup` seconds (compile

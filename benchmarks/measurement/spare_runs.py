@@ -1,7 +1,7 @@
 """What starting each confirmation run one run ahead saves, side by side with plain fresh runs.
 
-    python benchmarks/spare_runs.py --adapter adapters/mlp.py [--device cpu] [--runs 4]
-        [--rounds 2] [--compile none] [--json results/cpu/spare-runs.json]
+    python benchmarks/measurement/spare_runs.py --adapter adapters/mlp.py [--device cpu] [--runs 4]
+        [--rounds 2] [--compile none] [--json results/cpu/spare-runs/hf_text.json]
 
 A confirmation is a sequence of fresh runs. This runs the same config as `--runs` fresh runs in
 a row, once with plain fresh processes (`SubprocessRunner`) and once with spare processes
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from autotune.contract.config import TrainConfig  # noqa: E402
 from autotune.contract.request import MeasureSettings, TrialRequest  # noqa: E402

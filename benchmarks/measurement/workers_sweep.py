@@ -1,6 +1,7 @@
 """Does the input-bound winner gain from more DataLoader workers than CPUs?
 
-    python benchmarks/workers_sweep.py --adapter adapters/resnet.py --config best.yaml --workers 16 24 32
+    python benchmarks/measurement/workers_sweep.py --adapter adapters/resnet.py \\
+        --config best.yaml --workers 16 24 32
 
 Runs the YAML's config with each worker count, in fresh processes exactly as a search trial
 measures (diagnosis included), rounds interleaved, and prints per count the median throughput,

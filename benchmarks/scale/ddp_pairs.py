@@ -1,7 +1,7 @@
 """DDP scaling of one config at a time: the same config as one plain process and as N DDP ranks,
 alternating in fresh processes, so the efficiency is the ranks' own and not two searches'.
 
-    python3 benchmarks/ddp_pairs.py --adapter adapters/gpt.py --config A/best.yaml \\
+    python3 benchmarks/scale/ddp_pairs.py --adapter adapters/gpt.py --config A/best.yaml \\
         --config B/best.yaml --nproc 2 --repeats 2 --seconds 5 --out OUT
 
 Scaling efficiency = median N-rank global rate / (N x median 1-process rate), per config. The
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from autotune.contract.config import read_config  # noqa: E402
 from autotune.contract.request import MeasureSettings, TrialRequest  # noqa: E402

@@ -1,8 +1,8 @@
 """DDP scaling on one host: a 1-rank and an N-rank search of the same adapter, space and budget,
 compared; then the N-rank winner re-measured with each DDP knob changed alone.
 
-    python3 benchmarks/ddp_scaling.py --one OUT/1rank --many OUT/2rank --adapter adapters/gpt.py \\
-        --nproc 2 --sweep-seconds 10 --out OUT
+    python3 benchmarks/scale/ddp_scaling.py --one OUT/1rank --many OUT/2rank \\
+        --adapter adapters/gpt.py --nproc 2 --sweep-seconds 10 --out OUT
 
 Scaling efficiency = N-rank throughput / (N x 1-rank throughput), twice: for the searches'
 winners (each the best its layout found) and for their baselines (trial 0, the same config:
@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from autotune.contract.config import TrainConfig, read_config  # noqa: E402
 from autotune.contract.request import MeasureSettings, TrialRequest  # noqa: E402

@@ -2,7 +2,7 @@
 (`gpu_multi.sh`), the 1-rank and 2-rank DDP searches and knob sweep (`gpu_ddp.sh`), and the
 same-config pairs (`ddp_pairs.py`).
 
-    python3 benchmarks/parallel_summary.py --multi gpu_multi.json --ddp ddp.json \\
+    python3 benchmarks/scale/parallel_summary.py --multi gpu_multi.json --ddp ddp.json \\
         --pairs ddp-pairs.json --out parallel.json
 
 `ddp_scaling_efficiency` is the 2-rank search winner's config measured as 1 process and as 2

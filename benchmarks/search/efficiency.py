@@ -1,6 +1,6 @@
 """One workload's search efficiency: what a budgeted search found against its grid's optimum.
 
-    python benchmarks/efficiency.py --search OUT_DIR --grid GRID.json --bound compute \
+    python benchmarks/search/efficiency.py --search OUT_DIR --grid GRID.json --bound compute \
         --budget 570 [--append results/h100/search-efficiency.json]
 
 Reads the search's study (through its output folder) and best.yaml, and the grid measured on
@@ -19,7 +19,7 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import optuna  # noqa: E402
 import yaml  # noqa: E402

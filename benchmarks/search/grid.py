@@ -1,7 +1,8 @@
 """Measure every config of a (small) search space: the grid the replay benchmark searches.
 
-    python benchmarks/grid.py --adapter adapters/tinyblocks.py --space benchmarks/grids/launch.yaml \
-        --out results/h100/grids/tinyblocks.json [--device cuda] [--trial-timeout 120]
+    python benchmarks/search/grid.py --adapter adapters/tinyblocks.py \
+        --space benchmarks/grids/launch.yaml --out results/h100/grids/tinyblocks.json \
+        [--device cuda] [--trial-timeout 120]
 
 Each cell runs the way a search trial runs (forked from the warm server, the search's
 measurement settings, diagnosis included) and records its whole result: throughput, status
@@ -20,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import yaml  # noqa: E402
 

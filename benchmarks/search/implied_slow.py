@@ -1,7 +1,7 @@
 """Which trials of a recorded search the overhead-bound rule would not have run, and the seconds
 they cost there.
 
-    python benchmarks/implied_slow.py results/h100/search/tinyblocks/study.db [more.db ...]
+    python benchmarks/search/implied_slow.py results/h100/search/tinyblocks/study.db [more.db ...]
 
 Walks the search's trials in order and asks `Objective.overhead_ceiling` of each config what the
 trials finished before it imply: a smaller batch behind an overhead-bound trial in the same
@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import optuna  # noqa: E402
 from optuna.trial import TrialState  # noqa: E402

@@ -1,9 +1,9 @@
 """Replay search policies against a measured grid, in simulated time.
 
-    python benchmarks/replay.py GRID.json [GRID.json ...] [--seeds 20] [--target 0.98]
+    python benchmarks/search/replay.py GRID.json [GRID.json ...] [--seeds 20] [--target 0.98]
         [--json results/replay.json]
 
-A grid (`benchmarks/grid.py`) holds every config of a small space measured on a GPU, with the
+A grid (`benchmarks/search/grid.py`) holds every config of a small space measured on a GPU, with the
 seconds each one cost (start, compose, compile, warm-up, windows, diagnosis). Each policy runs
 the real search loop (`autotune.study.search.Search`) over that space with a runner that looks
 results up in the grid and advances a simulated clock by what the trial cost there; a pruned
@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import optuna  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Draw throughput.png again from a results folder's stored files (trials.csv and best.yaml).
 
-    python benchmarks/replot.py results/h100/search/gpt [more folders...]
+    python benchmarks/search/replot.py results/h100/search/gpt [more folders...]
 
 For folders whose study database was not kept: the points come from trials.csv, the winner and
 the confirmation runs from best.yaml. Without the study's trial times the time axis sums the

@@ -1,7 +1,8 @@
 """Side by side: a search's winner against its grid's optimum, measured in one run.
 
-    python benchmarks/versus.py --adapter adapters/resnet.py --best results/h100/search/resnet/best.yaml \
-        --grid results/h100/grids/resnet.json [--runs 3] [--measure-seconds 20] [--json OUT.json]
+    python benchmarks/search/versus.py --adapter adapters/resnet.py \
+        --best results/h100/search/resnet/best.yaml --grid results/h100/grids/resnet.json \
+        [--runs 3] [--measure-seconds 20] [--json OUT.json]
 
 A search's confirmed median and a grid cell measured an hour earlier are two runs of a noisy
 machine; their ratio mixes the search's choice with the drift between the runs. This runs the
@@ -20,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import autotune  # noqa: E402
 from autotune.contract.config import TrainConfig  # noqa: E402
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--adapter", required=True)
     p.add_argument("--best", type=Path, required=True, help="the search's best.yaml")
-    p.add_argument("--grid", type=Path, required=True, help="the grid JSON (benchmarks/grid.py)")
+    p.add_argument("--grid", type=Path, required=True, help="the grid JSON (benchmarks/search/grid.py)")
     p.add_argument("--device", default="cuda")
     p.add_argument("--runs", type=int, default=3, help="fresh runs of each config")
     p.add_argument("--measure-seconds", type=float, default=20.0)
