@@ -1,7 +1,11 @@
 """Which trials of a recorded search the overhead-bound rule would not have run, and the seconds
 they cost there.
 
-    python benchmarks/search/implied_slow.py results/h100/search/tinyblocks/study.db [more.db ...]
+    python benchmarks/search/implied_slow.py OUT/study.db [more.db ...]
+
+Needs the study.db of a search run (`autotune search --out OUT` writes OUT/study.db). results/
+commits none: the databases of h100/implied-slow/implied-slow.txt are in git history, e.g.
+`git show f55b64a:results/h100/search/tinyblocks/study.db > tinyblocks.db`.
 
 Walks the search's trials in order and asks `Objective.overhead_ceiling` of each config what the
 trials finished before it imply: a smaller batch behind an overhead-bound trial in the same
@@ -57,6 +61,13 @@ def main() -> int:
     p.add_argument("studies", type=Path, nargs="+", help="a search's study.db")
     args = p.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    missing = [str(db) for db in args.studies if not db.is_file()]
+    if missing:  # SQLite would create an empty study in its place
+        print(f"no such study.db: {', '.join(missing)}. This replays the study.db a search wrote "
+              "(autotune search --out OUT writes OUT/study.db); results/ commits none, the ones "
+              "behind results/h100/implied-slow/ are in git history (git show "
+              "f55b64a:results/h100/search/tinyblocks/study.db > tinyblocks.db)", file=sys.stderr)
+        return 1
     for db in args.studies:
         count, seconds, lines = check(db)
         print(f"{db}: {count} trial(s) not run, {seconds:.0f} s of the search saved")
