@@ -1,4 +1,4 @@
-"""The replay benchmark (benchmarks/replay.py) runs the real search loop against a measured
+"""The replay benchmark (benchmarks/search/replay.py) runs the real search loop against a measured
 grid in simulated time: deterministic, seconds of CPU, and every policy finds the optimum."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ GRID = REPO_ROOT / "tests" / "data" / "grid-cpu.json"
 
 
 def _replay_module():  # benchmarks/ is not a package: load the script by path
-    spec = importlib.util.spec_from_file_location("replay", REPO_ROOT / "benchmarks" / "replay.py")
+    path = REPO_ROOT / "benchmarks" / "search" / "replay.py"
+    spec = importlib.util.spec_from_file_location("replay", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

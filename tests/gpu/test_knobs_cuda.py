@@ -1,7 +1,8 @@
 """Every knob does what it says on CUDA, shown with a measured quantity (printed with -s).
 
 Run on a GPU machine: `python -m pytest tests/gpu -s -v`. Skipped where there is no CUDA.
-Each test prints one `KNOB ...` line with its figures; results/gpu_knobs.txt keeps a run.
+Each test prints one `KNOB ...` line with its figures; results/h100/gpu-tests/knobs.txt and
+results/h200/gpu-tests/knobs.txt keep a run each.
 """
 
 from __future__ import annotations

@@ -1,0 +1,100 @@
+"""Side by side: a search's winner against its grid's optimum, measured in one run.
+
+    python benchmarks/search/versus.py --adapter adapters/resnet.py \
+        --best results/h100/search/resnet/best.yaml --grid results/h100/grids/resnet.json \
+        [--runs 3] [--measure-seconds 20] [--json OUT.json]
+
+A search's confirmed median and a grid cell measured an hour earlier are two runs of a noisy
+machine; their ratio mixes the search's choice with the drift between the runs. This runs the
+winner's config and the grid's optimum config alternately (A B A B ...), each time in a fresh
+process exactly as a confirmation run measures, and reports each one's median and the ratio of
+the medians, with the lowest and highest ratio of one run against the other's median. When the
+grid's optimum is the winner's own config, the ratio is 1 by definition and nothing is run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import autotune  # noqa: E402
+from autotune.contract.config import TrainConfig  # noqa: E402
+from autotune.contract.request import MeasureSettings, TrialRequest  # noqa: E402
+from autotune.contract.result import Status  # noqa: E402
+from autotune.study.runner import SubprocessRunner  # noqa: E402
+
+
+def grid_optimum(path: Path) -> tuple[TrainConfig, float]:
+    doc = json.loads(path.read_text())
+    ok = [c for c in doc["cells"] if c["result"]["status"] == "ok" and c["result"]["throughput"]]
+    best = max(ok, key=lambda c: c["result"]["throughput"])
+    return TrainConfig(**best["config"]), float(best["result"]["throughput"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--adapter", required=True)
+    p.add_argument("--best", type=Path, required=True, help="the search's best.yaml")
+    p.add_argument("--grid", type=Path, required=True, help="the grid JSON (benchmarks/search/grid.py)")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--runs", type=int, default=3, help="fresh runs of each config")
+    p.add_argument("--measure-seconds", type=float, default=20.0)
+    p.add_argument("--json", type=Path, default=None)
+    args = p.parse_args(argv)
+
+    winner = autotune.load_config(args.best).config
+    optimum, grid_value = grid_optimum(args.grid)
+    unit = autotune.load_adapter(args.adapter).unit
+    summary: dict[str, object] = {
+        "adapter": args.adapter, "best": str(args.best), "grid": str(args.grid), "unit": unit,
+        "winner_config": winner.to_dict(), "optimum_config": optimum.to_dict(),
+        "optimum_in_grid": grid_value,
+    }
+    fingerprint = None
+    if winner == optimum:
+        summary.update(ratio=1.0, note="the winner is the grid's optimum config")
+        print(f"VERSUS {Path(args.adapter).stem}: the winner is the grid's optimum config")
+    else:
+        values: dict[str, list[float]] = {"winner": [], "optimum": []}
+        measure = MeasureSettings(budget_seconds=args.measure_seconds)
+        with tempfile.TemporaryDirectory() as tmp:
+            runner = SubprocessRunner(cache_dir=Path(tmp) / "compile-cache")
+            for i in range(args.runs):
+                for name, config in (("winner", winner), ("optimum", optimum)):
+                    request = TrialRequest(adapter=args.adapter, config=config, device=args.device,
+                                           measure=measure, number=i, diagnose=False)
+                    result = runner.run(request, Path(tmp) / f"{name}{i}", timeout=300)
+                    if result.status is not Status.OK or not result.throughput:
+                        print(f"{name} run {i + 1}: {result.status.value} {result.reason}")
+                        continue
+                    values[name].append(result.throughput)
+                    fingerprint = fingerprint or result.fingerprint
+                    print(f"{name} run {i + 1}/{args.runs}: {result.throughput:,.0f} {unit}/s "
+                          f"({config.describe()})", flush=True)
+        if not values["winner"] or not values["optimum"]:
+            print("no comparison: a config had no ok run", file=sys.stderr)
+            return 1
+        w, o = statistics.median(values["winner"]), statistics.median(values["optimum"])
+        summary.update(
+            winner_runs=values["winner"], optimum_runs=values["optimum"],
+            winner_median=w, optimum_median=o, ratio=w / o,
+            ratio_low=min(values["winner"]) / o, ratio_high=max(values["winner"]) / o)
+        print(f"VERSUS {Path(args.adapter).stem}: winner {w:,.0f} vs grid optimum config "
+              f"{o:,.0f} {unit}/s side by side: ratio {w / o:.3f} "
+              f"(runs {min(values['winner']) / o:.3f}-{max(values['winner']) / o:.3f})")
+    if fingerprint is not None:
+        summary.update(device=fingerprint.gpu or fingerprint.cpu_model, torch=fingerprint.torch,
+                       date=fingerprint.date)
+    if args.json is not None:
+        args.json.write_text(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
