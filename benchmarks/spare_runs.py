@@ -5,7 +5,7 @@
 
 A confirmation is a sequence of fresh runs. This runs the same config as `--runs` fresh runs in
 a row, once with plain fresh processes (`SubprocessRunner`) and once with spare processes
-(`SpareRunner`, `autotune.study.spare`), alternating which goes first over `--rounds` rounds
+(`SpareRunner`, `autotune.study.execution.spare_runner`), alternating which goes first over `--rounds` rounds
 (drift on the machine hits both alike). Per kind it reports each run's overhead: its wall
 seconds, from the runner's launch to its end, less warm-up (compile included), windows and
 diagnosis, the part a spare's start-up can hide, after the first run of a sequence (the first has
@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from autotune.contract.config import TrainConfig  # noqa: E402
 from autotune.contract.request import MeasureSettings, TrialRequest  # noqa: E402
 from autotune.contract.result import Status  # noqa: E402
-from autotune.study.runner import SubprocessRunner  # noqa: E402
-from autotune.study.spare import SpareRunner  # noqa: E402
+from autotune.study.execution.runner import SubprocessRunner  # noqa: E402
+from autotune.study.execution.spare_runner import SpareRunner  # noqa: E402
 
 # The search's confirmation windows (autotune/cli/search.py), with a shorter budget: the
 # measurement's length is not what this compares.

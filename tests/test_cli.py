@@ -23,7 +23,7 @@ from autotune.study.records import read_info, read_records
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 # The CPU space without compile (a compile trial takes 10-30 s on two cores;
-# tests/study/test_runner.py covers compile) and without the DataLoader workers' fork storms on a
+# tests/study/execution/test_runner.py covers compile) and without the DataLoader workers' fork storms on a
 # small machine.
 QUICK_SPACE = """\
 num_workers: {low: 0, high: 1}

@@ -98,11 +98,11 @@ def run(args: argparse.Namespace) -> int:
     from autotune.contract.request import MeasureSettings
     from autotune.outputs.display import RichDisplay
     from autotune.outputs.report import OutputWriter
-    from autotune.study.ddp_runner import DDPRunner
-    from autotune.study.forkserver import ForkServerRunner
-    from autotune.study.layout import Layout, plan_layout
-    from autotune.study.runner import Runner
-    from autotune.study.slots import slot_runners
+    from autotune.study.execution.ddp_runner import DDPRunner
+    from autotune.study.execution.forkserver import ForkServerRunner
+    from autotune.study.execution.layout import Layout, plan_layout
+    from autotune.study.execution.runner import Runner
+    from autotune.study.execution.slots import slot_runners
     from autotune.study.search import Interrupted, Search, SearchSettings
     from autotune.study.space import find_space, load_space
     from autotune.study.storage import Heartbeat, default_storage_url

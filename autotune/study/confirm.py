@@ -24,9 +24,9 @@ from autotune.contract.request import MeasureSettings, TrialRequest
 from autotune.contract.result import Status, TrialResult
 from autotune.contract.stats import relative_spread
 from autotune.study import records
+from autotune.study.execution.runner import Runner
 from autotune.study.lead import standing
 from autotune.study.records import ConfirmationEntry, TrialRecord
-from autotune.study.runner import Runner
 from autotune.study.winner import pick_winner
 
 __all__ = ["CONFIRM_SHARE", "Candidate", "candidates", "estimate_seconds", "fit_to_time",

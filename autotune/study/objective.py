@@ -15,9 +15,9 @@ from autotune.contract.config import KNOBS, TrainConfig
 from autotune.contract.fmt import human
 from autotune.contract.request import MeasureSettings, TrialRequest, known_incompatible
 from autotune.contract.result import Status, TrialResult, Verdict
+from autotune.study.execution.runner import Runner
 from autotune.study.pruning import PRUNE_RATIO
 from autotune.study.records import TrialRecord
-from autotune.study.runner import Runner
 
 __all__ = ["Objective", "Outcome"]
 

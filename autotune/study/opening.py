@@ -14,8 +14,8 @@ from autotune.adapter import Adapter
 from autotune.contract.errors import InputError
 from autotune.contract.result import Status, TrialResult
 from autotune.study import records
-from autotune.study.layout import Layout
-from autotune.study.processes import alive
+from autotune.study.execution.layout import Layout
+from autotune.study.execution.processes import alive
 from autotune.study.pruning import IncumbentPruner
 from autotune.study.searchspace import SearchSpace
 from autotune.study.settings import SearchSettings

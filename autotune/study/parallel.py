@@ -22,9 +22,9 @@ from autotune.contract.result import Status, TrialResult
 from autotune.study import records
 from autotune.study.claim import running_twin, take_over, wait_finished
 from autotune.study.confirm import CONFIRM_SHARE, estimate_seconds
+from autotune.study.execution.slots import Job, Slots
 from autotune.study.objective import Outcome
 from autotune.study.pruning import report_windows
-from autotune.study.slots import Job, Slots
 from autotune.study.starts import prunable
 from autotune.study.storage import ask, beating
 

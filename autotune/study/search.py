@@ -28,16 +28,16 @@ from autotune.contract.result import Status, TrialResult
 from autotune.study import records
 from autotune.study.claim import Claim, StudyLock, step_over
 from autotune.study.confirming import ConfirmPhase
+from autotune.study.execution.layout import Layout
+from autotune.study.execution.runner import Runner
+from autotune.study.execution.slots import GangRunner, Job, Slots
 from autotune.study.interrupts import Interrupted, on_signals
-from autotune.study.layout import Layout
 from autotune.study.objective import Objective, Outcome
 from autotune.study.opening import open_study, recover_stale
 from autotune.study.parallel import SlotLoop
 from autotune.study.pruning import report_copy
-from autotune.study.runner import Runner
 from autotune.study.searchspace import SearchSpace
 from autotune.study.settings import SearchListener, SearchSettings
-from autotune.study.slots import GangRunner, Job, Slots
 from autotune.study.starts import (
     EXPLORE,
     Ladder,

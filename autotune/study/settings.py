@@ -10,7 +10,7 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.request import MeasureSettings
 from autotune.contract.result import TrialResult
 from autotune.study.confirm import Candidate
-from autotune.study.layout import Layout
+from autotune.study.execution.layout import Layout
 from autotune.study.storage import Heartbeat, absolute_storage
 from autotune.study.winner import Winner
 

@@ -32,9 +32,9 @@ from autotune.study.confirm import (
     run_confirmation,
     start_costs,
 )
+from autotune.study.execution.runner import InProcessRunner
 from autotune.study.records import (ConfirmationEntry, StudyInfo, TrialRecord, read_confirmation,
                                     read_records)
-from autotune.study.runner import InProcessRunner
 from autotune.study.search import Search, SearchSettings
 from autotune.study.space import parse_space
 from autotune.study.winner import pick_winner

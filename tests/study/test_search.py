@@ -24,9 +24,9 @@ from autotune.contract.phases import PHASES
 from autotune.contract.request import TrialRequest
 from autotune.outputs.display import QuietListener
 from autotune.outputs.report import write_outputs
+from autotune.study.execution.runner import InProcessRunner
 from autotune.study.parallel import CONVERGED_REPEATS
 from autotune.study.records import TrialRecord, read_records
-from autotune.study.runner import InProcessRunner
 from autotune.study.search import Interrupted, Search, SearchSettings
 from autotune.study.space import SearchSpace, parse_space
 from autotune.study.starts import EXPLORE

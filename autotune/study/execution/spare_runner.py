@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from autotune.contract.request import LAUNCH_ENV, SPARE_ENV, TrialRequest
-from autotune.study.forkserver import START_TIMEOUT, ZygoteProcess
-from autotune.study.processes import TrialProcess, kill_group
-from autotune.study.runner import SubprocessRunner
+from autotune.study.execution.forkserver import START_TIMEOUT, ZygoteProcess
+from autotune.study.execution.processes import TrialProcess, kill_group
+from autotune.study.execution.runner import SubprocessRunner
 
 __all__ = ["Spare", "SpareRunner"]
 

@@ -20,7 +20,7 @@ from helpers import PID_DIR_ENV, REPO_ROOT, TAG_ENV, kill_all, leftovers, record
 from autotune import MeasureSettings, Status, TrainConfig, TrialResult
 from autotune.contract.ranks import read_pids, read_ranks
 from autotune.contract.request import TrialRequest
-from autotune.study.ddp_runner import DDPRunner
+from autotune.study.execution.ddp_runner import DDPRunner
 
 pytestmark = pytest.mark.slow  # each trial starts a launcher and two ranks: seconds each
 
@@ -131,7 +131,7 @@ def test_a_search_killed_with_sigkill_takes_every_rank_with_it(
         "import sys; from pathlib import Path\n"
         "from autotune import MeasureSettings, TrainConfig\n"
         "from autotune.contract.request import TrialRequest\n"
-        "from autotune.study.ddp_runner import DDPRunner\n"
+        "from autotune.study.execution.ddp_runner import DDPRunner\n"
         f"r = TrialRequest(adapter={str(test_adapters / 'faults' / 'hang_rank0.py')!r}, "
         "config=TrainConfig(batch_size=8, num_workers=1), device='cpu', "
         "measure=MeasureSettings(window_seconds=0.02, budget_seconds=0.2))\n"

@@ -15,8 +15,8 @@ from helpers import PID_DIR_ENV, kill_all, process_state, recorded_pids
 from autotune import MeasureSettings, Status, TrainConfig, TrialResult
 from autotune.contract.phases import PHASES
 from autotune.contract.request import TrialRequest
-from autotune.study.processes import _group_running, _wait_group_dead
-from autotune.study.runner import InProcessRunner, SubprocessRunner, _EventTail, kill_group
+from autotune.study.execution.processes import _group_running, _wait_group_dead
+from autotune.study.execution.runner import InProcessRunner, SubprocessRunner, _EventTail, kill_group
 
 # Short windows: the tests check outcomes, not the precision of the numbers.
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
@@ -225,8 +225,8 @@ _SEARCH_STANDIN = """
 import sys
 from pathlib import Path
 from autotune import TrainConfig
-from autotune.study.runner import SubprocessRunner
 from autotune.contract.request import TrialRequest
+from autotune.study.execution.runner import SubprocessRunner
 request = TrialRequest(adapter=sys.argv[1], config=TrainConfig(batch_size=4, num_workers=2),
                        device="cpu")
 SubprocessRunner().run(request, Path(sys.argv[2]), timeout=600)

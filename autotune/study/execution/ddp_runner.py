@@ -23,8 +23,8 @@ from typing import Any, BinaryIO
 from autotune.contract.ranks import RANKS_DIR, merge_ranks, read_pids, read_ranks, waited_only
 from autotune.contract.request import TrialRequest
 from autotune.contract.result import Status, TrialResult
-from autotune.study.processes import TrialProcess, kill_pgid
-from autotune.study.runner import EventCallback, SubprocessRunner, child_env
+from autotune.study.execution.processes import TrialProcess, kill_pgid
+from autotune.study.execution.runner import EventCallback, SubprocessRunner, child_env
 
 __all__ = ["DEFAULT_COLLECTIVE_TIMEOUT", "DDPRunner", "launch_command"]
 

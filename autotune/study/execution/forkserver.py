@@ -22,8 +22,8 @@ from typing import Any, BinaryIO
 
 from autotune.contract.allocator import ALLOC_ENV, OTHER_ALLOC_ENVS
 from autotune.contract.request import LAUNCH_ENV, TrialRequest
-from autotune.study.processes import TrialProcess, kill_group
-from autotune.study.runner import SubprocessRunner, child_env
+from autotune.study.execution.processes import TrialProcess, kill_group
+from autotune.study.execution.runner import SubprocessRunner, child_env
 
 __all__ = ["ForkServer", "ForkServerRunner", "ZygoteProcess"]
 

@@ -17,10 +17,10 @@ from optuna.trial import TrialState
 from autotune import Adapter, InputError, MeasureSettings, Status, TrainConfig, TrialResult
 from autotune.contract.request import TrialRequest
 from autotune.outputs.display import QuietListener
-from autotune.study.layout import Layout, Slot
+from autotune.study.execution.layout import Layout, Slot
+from autotune.study.execution.slots import GangRunner, Job, Slots, slot_runners
 from autotune.study.records import read_records
 from autotune.study.search import Interrupted, Search, SearchSettings
-from autotune.study.slots import GangRunner, Job, Slots, slot_runners
 from autotune.study.space import parse_space
 
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
@@ -208,9 +208,9 @@ def _job(item: str) -> Job[str]:
 
 @pytest.mark.parametrize("ahead", [True, False])
 def test_confirmation_runs_start_ahead_only_for_a_gpu(tmp_path: Path, ahead: bool) -> None:
-    from autotune.study.layout import plan_layout
-    from autotune.study.runner import SubprocessRunner
-    from autotune.study.spare import SpareRunner
+    from autotune.study.execution.layout import plan_layout
+    from autotune.study.execution.runner import SubprocessRunner
+    from autotune.study.execution.spare_runner import SpareRunner
 
     one = plan_layout(None, None, device="cpu", host_cpus=[0, 1])
     two = plan_layout("0,1", None, device="cuda", host_cpus=list(range(4)), visible=["0", "1"])

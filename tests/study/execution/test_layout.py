@@ -10,7 +10,7 @@ import pytest
 
 from autotune.contract.errors import InputError
 from autotune.contract.host import CPUS_ENV, format_cpus, parse_cpus
-from autotune.study.layout import EMULATE_ENV, Layout, Slot, plan_layout, visible_gpus
+from autotune.study.execution.layout import EMULATE_ENV, Layout, Slot, plan_layout, visible_gpus
 
 HOST = list(range(32))
 

@@ -15,7 +15,7 @@ from helpers import PID_DIR_ENV, TAG_ENV, kill_all, leftovers, process_state, re
 
 from autotune import MeasureSettings, Status, TrainConfig
 from autotune.contract.request import SPARE_ENV, TrialRequest
-from autotune.study.spare import SpareRunner
+from autotune.study.execution.spare_runner import SpareRunner
 
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
 
@@ -145,7 +145,7 @@ def test_a_run_cut_at_its_limit_lets_the_next_spare_go_on_and_a_dead_spare_is_re
 @pytest.mark.slow
 def test_a_gang_s_spares_outlive_the_run_that_started_them(tmp_path: Path, tiny_adapter: Path
                                                           ) -> None:
-    from autotune.study.slots import GangRunner
+    from autotune.study.execution.slots import GangRunner
 
     pids = tmp_path / "pids"
     pids.mkdir()

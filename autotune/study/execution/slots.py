@@ -19,10 +19,10 @@ from typing import Any, Generic, TypeVar
 from autotune.contract.config import TrainConfig
 from autotune.contract.request import TrialRequest
 from autotune.contract.result import Status, TrialResult
-from autotune.study.forkserver import ForkServerRunner
-from autotune.study.layout import Layout
-from autotune.study.runner import EventCallback, Runner, SubprocessRunner
-from autotune.study.spare import SpareRunner
+from autotune.study.execution.forkserver import ForkServerRunner
+from autotune.study.execution.layout import Layout
+from autotune.study.execution.runner import EventCallback, Runner, SubprocessRunner
+from autotune.study.execution.spare_runner import SpareRunner
 
 __all__ = ["GangRunner", "Job", "Slots", "combine", "slot_runners"]
 

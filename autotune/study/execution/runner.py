@@ -23,7 +23,7 @@ from autotune.contract.allocator import ALLOC_ENV, OTHER_ALLOC_ENVS
 from autotune.contract.phases import Phase, stalled
 from autotune.contract.request import LAUNCH_ENV, TrialRequest, compile_cache_env
 from autotune.contract.result import Status, TrialResult
-from autotune.study.processes import TrialProcess, kill_group
+from autotune.study.execution.processes import TrialProcess, kill_group
 
 __all__ = ["InProcessRunner", "Runner", "SubprocessRunner", "kill_group"]
 
