@@ -169,8 +169,9 @@ def child_env(config_env: dict[str, str], *, cache_dir: Path | None,
     if cache_dir is not None:
         env.update(compile_cache_env(cache_dir))
     env["PYTHONUNBUFFERED"] = "1"
-    # The child imports this very package, wherever it was imported from.
-    package_root = str(Path(__file__).resolve().parents[2])
+    # The child imports this very package, wherever it was imported from: the folder above
+    # autotune/ (this file is autotune/study/execution/runner.py).
+    package_root = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (package_root, env.get("PYTHONPATH", "")) if p
     )
