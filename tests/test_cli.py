@@ -85,7 +85,7 @@ def test_version() -> None:
 
 
 def test_search_help_lists_every_builtin_space() -> None:
-    from autotune.study.space import builtin_spaces
+    from autotune.study.space.file import builtin_spaces
 
     proc = run_autotune("search", "--help")
     text = " ".join(proc.stdout.split())

@@ -29,7 +29,7 @@ from optuna.trial import TrialState
 from autotune.contract.config import TrainConfig
 from autotune.study import records
 from autotune.study.execution.processes import alive
-from autotune.study.searchspace import SearchSpace
+from autotune.study.space.bound import SearchSpace
 from autotune.study.starts import enqueue
 from autotune.study.storage import backend, fail_stale
 

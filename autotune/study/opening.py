@@ -17,8 +17,8 @@ from autotune.study import records
 from autotune.study.execution.layout import Layout
 from autotune.study.execution.processes import alive
 from autotune.study.pruning import IncumbentPruner
-from autotune.study.searchspace import SearchSpace
 from autotune.study.settings import SearchSettings
+from autotune.study.space.bound import SearchSpace
 from autotune.study.storage import open_storage
 
 __all__ = ["open_study", "recover_stale", "sampler"]

@@ -36,8 +36,8 @@ from autotune.study.objective import Objective, Outcome
 from autotune.study.opening import open_study, recover_stale
 from autotune.study.parallel import SlotLoop
 from autotune.study.pruning import report_copy
-from autotune.study.searchspace import SearchSpace
 from autotune.study.settings import SearchListener, SearchSettings
+from autotune.study.space.bound import SearchSpace
 from autotune.study.starts import (
     EXPLORE,
     Ladder,

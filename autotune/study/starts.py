@@ -20,7 +20,7 @@ from autotune.contract.result import Status, Verdict
 from autotune.study import records
 from autotune.study.recipes import hand_recipe
 from autotune.study.records import TrialRecord
-from autotune.study.searchspace import SearchSpace
+from autotune.study.space.bound import SearchSpace
 
 __all__ = ["EXPLORE", "Ladder", "diagnosed_recipe", "enqueue", "follow_ups", "initial_starts",
            "prunable", "unmeasured"]

@@ -27,7 +27,7 @@ from autotune.study.claim import (
     step_over,
     take_over,
 )
-from autotune.study.space import parse_space
+from autotune.study.space.file import parse_space
 from autotune.study.starts import enqueue, initial_starts
 from autotune.study.storage import Heartbeat, ask, beating, fail_stale, open_storage
 

@@ -36,7 +36,7 @@ from autotune.study.execution.runner import InProcessRunner
 from autotune.study.records import (ConfirmationEntry, StudyInfo, TrialRecord, read_confirmation,
                                     read_records)
 from autotune.study.search import Search, SearchSettings
-from autotune.study.space import parse_space
+from autotune.study.space.file import parse_space
 from autotune.study.winner import pick_winner
 
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)

@@ -28,7 +28,7 @@ from autotune.study.execution.runner import InProcessRunner
 from autotune.study.parallel import CONVERGED_REPEATS
 from autotune.study.records import TrialRecord, read_records
 from autotune.study.search import Interrupted, Search, SearchSettings
-from autotune.study.space import SearchSpace, parse_space
+from autotune.study.space.file import SearchSpace, parse_space
 from autotune.study.starts import EXPLORE
 
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)

@@ -12,8 +12,8 @@ from optuna.trial import TrialState
 from autotune import Adapter, Diagnosis, Status, TrainConfig, TrialResult, Verdict
 from autotune.study import records
 from autotune.study.records import TrialRecord
-from autotune.study.searchspace import SearchSpace
-from autotune.study.space import parse_space
+from autotune.study.space.bound import SearchSpace
+from autotune.study.space.file import parse_space
 from autotune.study.starts import Ladder, diagnosed_recipe, enqueue, follow_ups, initial_starts
 
 CPU_SPACE = {

@@ -1,4 +1,4 @@
-"""Search spaces: `search_spaces/*.yaml`, validated, bound to an adapter, sampled into configs.
+"""The space file: `search_spaces/*.yaml`, read, validated and bound to an adapter (`bound`).
 
 A space file maps knob names to a domain and an optional condition::
 
@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from autotune.contract.config import KNOB, TrainConfig
+from autotune.contract.errors import InputError
 from autotune.contract.host import available_cpus
 from autotune.contract.knobs import KnobSpec
-from autotune.contract.errors import InputError
-from autotune.study.conditions import dependency_order, parse_when
-from autotune.study.searchspace import Condition, Knob, SearchSpace
+from autotune.study.space.bound import Condition, Knob, SearchSpace
+from autotune.study.space.conditions import dependency_order, parse_when
 
 if TYPE_CHECKING:
 
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["Condition", "Knob", "SearchSpace", "builtin_spaces", "find_space", "load_space"]
 
 # In a source checkout the spaces sit beside the package; an installed package carries a copy.
-_PACKAGE = Path(__file__).resolve().parent.parent
+_PACKAGE = Path(__file__).resolve().parents[2]  # autotune/ (this is autotune/study/space/file.py)
 SPACES_DIRS = (_PACKAGE.parent / "search_spaces", _PACKAGE / "search_spaces")
 
 

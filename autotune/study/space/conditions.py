@@ -14,7 +14,7 @@ import yaml
 
 from autotune.contract.config import KNOB
 from autotune.contract.errors import InputError
-from autotune.study.searchspace import OPS, Condition, Knob
+from autotune.study.space.bound import OPS, Condition, Knob
 
 __all__ = ["dependency_order", "parse_when"]
 

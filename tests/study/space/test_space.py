@@ -9,7 +9,7 @@ import optuna
 import pytest
 
 from autotune import Adapter, InputError, TrainConfig, load_adapter
-from autotune.study.space import SearchSpace, find_space, load_space, parse_space
+from autotune.study.space.file import SearchSpace, find_space, load_space, parse_space
 
 SOURCE = "spaces/my_space.yaml"
 

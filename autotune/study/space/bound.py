@@ -1,6 +1,6 @@
 """A search space bound to one adapter and device: conditions, knobs, and sampling into configs.
 
-`autotune.study.space` reads and validates the YAML files and builds these objects.
+`autotune.study.space.file` reads and validates the YAML files and builds these objects.
 """
 
 from __future__ import annotations
