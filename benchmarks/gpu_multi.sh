@@ -29,7 +29,7 @@ python3 - "$budget" "$adapter" "$share" <<'EOF'
 import datetime, json, os, sys
 import optuna, torch
 from optuna.trial import TrialState
-from autotune.study.records import read_records
+from autotune.study.store.records import read_records
 
 budget, adapter, share = float(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 

@@ -18,7 +18,8 @@ from optuna.trial import TrialState
 
 from autotune import Status, TrainConfig, load_adapter, load_config
 from autotune.contract.allocator import HEAP_ENV
-from autotune.study.records import read_info, read_records
+from autotune.study.store.records import read_records
+from autotune.study.store.study_attrs import read_info
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     from autotune.study.execution.slots import slot_runners
     from autotune.study.search import Interrupted, Search, SearchSettings
     from autotune.study.space.file import find_space, load_space
-    from autotune.study.storage import Heartbeat, default_storage_url
+    from autotune.study.store.storage import Heartbeat, default_storage_url
 
     import optuna
 

@@ -23,7 +23,7 @@ from autotune.contract.phases import Phase
 from autotune.contract.result import Status, TrialResult
 from autotune.outputs.best import winner_phrases
 from autotune.study.confirm import Candidate
-from autotune.study.storage import shown
+from autotune.study.store.storage import shown
 from autotune.study.winner import Winner
 
 __all__ = ["QuietListener", "RichDisplay", "make_console"]

@@ -23,10 +23,11 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.request import MeasureSettings, TrialRequest
 from autotune.contract.result import Status, TrialResult
 from autotune.contract.stats import relative_spread
-from autotune.study import records
 from autotune.study.execution.runner import Runner
 from autotune.study.lead import standing
-from autotune.study.records import ConfirmationEntry, TrialRecord
+from autotune.study.store import records, study_attrs
+from autotune.study.store.records import TrialRecord
+from autotune.study.store.study_attrs import ConfirmationEntry
 from autotune.study.winner import pick_winner
 
 __all__ = ["CONFIRM_SHARE", "Candidate", "candidates", "estimate_seconds", "fit_to_time",
@@ -272,7 +273,7 @@ def record_confirmation(study: optuna.Study, entries: list[ConfirmationEntry],
     trial Optuna (and optuna-dashboard) call the best, so every output names one winner."""
     for cand, result in runs:
         records.add_confirmation_run(study, cand.trial, result)
-    records.write_confirmation(study, entries)
+    study_attrs.write_confirmation(study, entries)
     winner = pick_winner(records.read_records(study), entries)
     if winner is None or winner.confirmation is None or winner.decision is None:
         return  # no run was ok: the search's fastest trial stays the answer

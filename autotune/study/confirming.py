@@ -11,8 +11,6 @@ imported from search.py, to keep the package free of import cycles.
 from __future__ import annotations
 
 from autotune.contract.result import TrialResult
-from autotune.study import records
-from autotune.study.claim import claim_confirmation, end_confirmation, wait_finished
 from autotune.study.confirm import (
     FRESH_PROCESS_SECONDS,
     Candidate,
@@ -23,6 +21,8 @@ from autotune.study.confirm import (
     run_seconds,
     start_costs,
 )
+from autotune.study.store import records
+from autotune.study.store.claim import claim_confirmation, end_confirmation, wait_finished
 
 __all__ = ["ConfirmPhase"]
 

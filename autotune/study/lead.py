@@ -16,7 +16,7 @@ import random
 import statistics
 from collections.abc import Sequence
 
-from autotune.study.records import ConfirmationEntry
+from autotune.study.store.study_attrs import ConfirmationEntry
 
 __all__ = ["DISAGREE", "EQUAL", "Standing", "clearly_ahead", "disagreement", "equivalent",
            "evidence", "ratio_interval", "standing"]

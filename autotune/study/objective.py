@@ -17,7 +17,7 @@ from autotune.contract.request import MeasureSettings, TrialRequest, known_incom
 from autotune.contract.result import Status, TrialResult, Verdict
 from autotune.study.execution.runner import Runner
 from autotune.study.pruning import PRUNE_RATIO
-from autotune.study.records import TrialRecord
+from autotune.study.store.records import TrialRecord
 
 __all__ = ["Objective", "Outcome"]
 

@@ -25,15 +25,13 @@ from autotune.contract.errors import ContractError
 from autotune.contract.host import available_cpus
 from autotune.contract.request import known_incompatible
 from autotune.contract.result import Status, TrialResult
-from autotune.study import records
-from autotune.study.claim import Claim, StudyLock, step_over
 from autotune.study.confirming import ConfirmPhase
 from autotune.study.execution.layout import Layout
 from autotune.study.execution.runner import Runner
 from autotune.study.execution.slots import GangRunner, Job, Slots
 from autotune.study.interrupts import Interrupted, on_signals
 from autotune.study.objective import Objective, Outcome
-from autotune.study.opening import open_study, recover_stale
+from autotune.study.opening import open_study
 from autotune.study.parallel import SlotLoop
 from autotune.study.pruning import report_copy
 from autotune.study.settings import SearchListener, SearchSettings
@@ -42,11 +40,13 @@ from autotune.study.starts import (
     EXPLORE,
     Ladder,
     diagnosed_recipe,
-    enqueue,
     follow_ups,
     initial_starts,
     unmeasured,
 )
+from autotune.study.store import records, study_attrs
+from autotune.study.store.claim import Claim, StudyLock, enqueue
+from autotune.study.store.recovery import recover_stale, step_over
 from autotune.study.telling import tell
 from autotune.study.winner import Winner, best_and_baseline, pick_winner
 
@@ -126,7 +126,7 @@ class Search(SlotLoop, ConfirmPhase):
 
     def winner(self) -> Winner | None:
         return pick_winner(records.read_records(self.study),
-                           records.read_confirmation(self.study))
+                           study_attrs.read_confirmation(self.study))
 
     def run(self) -> Winner | None:
         """Search, then confirm the top configs; returns the winner best.yaml reports."""
@@ -220,15 +220,15 @@ class Search(SlotLoop, ConfirmPhase):
             report_copy(trial, (outcome.ceiling,))
         if idle and s.guided:
             self._explore(affordable=outcome.unaffordable)
-        if result.fingerprint is not None and records.read_fingerprint(self.study) is None:
-            records.write_fingerprint(self.study, result.fingerprint)
+        if result.fingerprint is not None and study_attrs.read_fingerprint(self.study) is None:
+            study_attrs.write_fingerprint(self.study, result.fingerprint)
         role = records.read_role(trial)
         # A baseline failing in the adapter's own code fails alike in every config: told as
         # FAIL (it says nothing about the config, and a fixed adapter re-runs it), then stop.
         broken = bool(result.contract_error) and role == records.BASELINE
         self._tell(trial, result, budget_cut=job.budget_cut, says_nothing=broken)
-        if records.read_confirmation(self.study) is not None:
-            records.write_confirmation(self.study, None)  # stale: the study has a new trial
+        if study_attrs.read_confirmation(self.study) is not None:
+            study_attrs.write_confirmation(self.study, None)  # stale: the study has a new trial
         if role == records.BASELINE:
             self._queue_recipe()
         if role and role != records.BASELINE and s.guided:

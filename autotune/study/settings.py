@@ -11,7 +11,7 @@ from autotune.contract.request import MeasureSettings
 from autotune.contract.result import TrialResult
 from autotune.study.confirm import Candidate
 from autotune.study.execution.layout import Layout
-from autotune.study.storage import Heartbeat, absolute_storage
+from autotune.study.store.storage import Heartbeat, absolute_storage
 from autotune.study.winner import Winner
 
 __all__ = ["SearchListener", "SearchSettings"]

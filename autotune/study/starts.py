@@ -17,13 +17,13 @@ from autotune.adapter import Adapter
 from autotune.contract.config import TrainConfig
 from autotune.contract.request import known_incompatible
 from autotune.contract.result import Status, Verdict
-from autotune.study import records
 from autotune.study.recipes import hand_recipe
-from autotune.study.records import TrialRecord
 from autotune.study.space.bound import SearchSpace
+from autotune.study.store import records
+from autotune.study.store.records import TrialRecord
 
-__all__ = ["EXPLORE", "Ladder", "diagnosed_recipe", "enqueue", "follow_ups", "initial_starts",
-           "prunable", "unmeasured"]
+__all__ = ["EXPLORE", "Ladder", "diagnosed_recipe", "follow_ups", "initial_starts", "prunable",
+           "unmeasured"]
 
 Start = tuple[str, TrainConfig]
 
@@ -198,13 +198,6 @@ def _checks(space: SearchSpace, config: TrainConfig, device: str,
 
 def _label(space: SearchSpace, configs: list[TrainConfig]) -> list[Start]:
     return [(f"{FOLLOW}{c.describe()}", c) for c in configs if space.holds(c)]
-
-
-def enqueue(study: optuna.Study, space: SearchSpace, starts: list[Start]) -> None:
-    """Enqueue each start unless a trial of that role is already done, running or waiting."""
-    for role, config in starts:
-        if not records.role_taken(study, role):
-            records.enqueue_config(study, space.params_for(config), role)
 
 
 class Ladder:

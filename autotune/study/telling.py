@@ -13,7 +13,7 @@ import optuna
 from optuna.trial import TrialState
 
 from autotune.contract.result import Status, TrialResult
-from autotune.study import records
+from autotune.study.store import records
 
 __all__ = ["tell"]
 

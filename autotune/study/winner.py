@@ -18,7 +18,8 @@ from autotune.contract.noise import SPREAD_WARNING
 from autotune.contract.result import TrialResult
 from autotune.contract.stats import relative_spread
 from autotune.study.lead import DISAGREE, EQUAL, disagreement, evidence, ratio_interval, standing
-from autotune.study.records import CONFIRM, WINNER, ConfirmationEntry, TrialRecord
+from autotune.study.store.records import CONFIRM, WINNER, TrialRecord
+from autotune.study.store.study_attrs import ConfirmationEntry
 
 __all__ = ["Decision", "Winner", "best_and_baseline", "cheapest", "confirmation_runs", "decide",
            "pick_winner"]

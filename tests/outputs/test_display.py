@@ -16,8 +16,9 @@ from autotune import Noise, Status, TrainConfig, TrialResult
 from autotune.contract.noise import OtherProcess
 from autotune.outputs.display import QuietListener, RichDisplay, make_console
 from autotune.study.confirm import Candidate
-from autotune.study.records import ConfirmationEntry, TrialRecord
 from autotune.study.search import SearchSettings
+from autotune.study.store.records import TrialRecord
+from autotune.study.store.study_attrs import ConfirmationEntry
 from autotune.study.winner import Winner
 
 BASE = TrainConfig(batch_size=8)

@@ -13,7 +13,8 @@ from optuna.trial import TrialState
 from autotune import TrainConfig
 from autotune.contract.config import KNOBS
 from autotune.outputs.table import COLUMNS, rows_to_csv, trial_rows
-from autotune.study.records import ConfirmationEntry, TrialRecord
+from autotune.study.store.records import TrialRecord
+from autotune.study.store.study_attrs import ConfirmationEntry
 from autotune.study.winner import pick_winner
 
 KNOB_NAMES = tuple(spec.name for spec in KNOBS)

@@ -33,10 +33,10 @@ from autotune.study.confirm import (
     start_costs,
 )
 from autotune.study.execution.runner import InProcessRunner
-from autotune.study.records import (ConfirmationEntry, StudyInfo, TrialRecord, read_confirmation,
-                                    read_records)
 from autotune.study.search import Search, SearchSettings
 from autotune.study.space.file import parse_space
+from autotune.study.store.records import TrialRecord, read_records
+from autotune.study.store.study_attrs import ConfirmationEntry, StudyInfo, read_confirmation
 from autotune.study.winner import pick_winner
 
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)

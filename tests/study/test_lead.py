@@ -14,7 +14,7 @@ from autotune.study.lead import (
     ratio_interval,
     standing,
 )
-from autotune.study.records import ConfirmationEntry
+from autotune.study.store.study_attrs import ConfirmationEntry
 
 
 def entry(trial: int, *runs: float, search: float = 0.0, baseline: bool = False,

@@ -10,11 +10,12 @@ import pytest
 from optuna.trial import TrialState
 
 from autotune import Adapter, Diagnosis, Status, TrainConfig, TrialResult, Verdict
-from autotune.study import records
-from autotune.study.records import TrialRecord
 from autotune.study.space.bound import SearchSpace
 from autotune.study.space.file import parse_space
-from autotune.study.starts import Ladder, diagnosed_recipe, enqueue, follow_ups, initial_starts
+from autotune.study.starts import Ladder, diagnosed_recipe, follow_ups, initial_starts
+from autotune.study.store import records
+from autotune.study.store.claim import enqueue
+from autotune.study.store.records import TrialRecord
 
 CPU_SPACE = {
     "num_workers": {"low": 0, "high": "cores"},

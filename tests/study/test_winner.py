@@ -11,7 +11,8 @@ from optuna.trial import TrialState
 
 from autotune import TrainConfig
 from autotune.outputs.best import decision_note
-from autotune.study.records import ConfirmationEntry, TrialRecord
+from autotune.study.store.records import TrialRecord
+from autotune.study.store.study_attrs import ConfirmationEntry
 from autotune.study.winner import Winner, best_and_baseline, pick_winner
 
 

@@ -19,9 +19,9 @@ from autotune.contract.request import TrialRequest
 from autotune.outputs.display import QuietListener
 from autotune.study.execution.layout import Layout, Slot
 from autotune.study.execution.slots import GangRunner, Job, Slots, slot_runners
-from autotune.study.records import read_records
 from autotune.study.search import Interrupted, Search, SearchSettings
 from autotune.study.space.file import parse_space
+from autotune.study.store.records import read_records
 
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
 SPACE = {"num_workers": {"low": 0, "high": "cores"}, "batch_size": {"factors": [1, 2, 4, 8]}}

@@ -1,8 +1,8 @@
-"""The study's schema: the only reader and writer of its user attributes.
+"""The study's schema for its trials: the only reader and writer of their user attributes.
 
 Optuna stores what autotune knows about a trial (its config, its result, its role) as user
 attributes, JSON underneath. Everything else reads them here, as typed records; nothing else
-touches `user_attrs` by key.
+touches `user_attrs` by key (the study's own attributes are `study_attrs`').
 """
 
 from __future__ import annotations
@@ -18,14 +18,13 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from autotune.contract.config import TrainConfig
-from autotune.contract.result import Fingerprint, Status, TrialResult
+from autotune.contract.result import Status, TrialResult
 
 __all__ = [
-    "BASELINE", "CONFIRM", "FEASIBLE", "WINNER", "ConfirmationEntry", "StudyInfo",
-    "TrialRecord", "add_confirmation_run", "add_winner", "count_search_trials",
-    "enqueue_config", "read_confirmation", "read_fingerprint", "read_info", "read_layout",
-    "read_records", "write_config", "write_confirmation", "write_duplicate", "write_fingerprint",
-    "write_info", "write_layout", "write_owner", "write_result",
+    "BASELINE", "CONFIRM", "FEASIBLE", "WINNER", "TrialRecord", "add_confirmation_run",
+    "add_winner", "count_search_trials", "enqueue_config", "read_records", "read_role",
+    "role_taken", "trial_id", "write_config", "write_duplicate", "write_owner", "write_result",
+    "write_result_of", "write_role",
 ]
 
 BASELINE = "baseline"
@@ -39,7 +38,6 @@ FEASIBLE = "usable"
 
 _CONFIG, _RESULT, _ROLE, _DUPLICATE, _OWNER = "config", "result", "role", "duplicate_of", "owner"
 _CONFIRMS, _DECISION = "confirms", "decision"
-_INFO_KEYS = ("adapter", "unit", "space", "device")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -128,10 +126,10 @@ def write_owner(trial: optuna.Trial) -> None:
     trial.set_user_attr(_OWNER, {"host": socket.gethostname(), "pid": os.getpid()})
 
 
-def fail_stale(study: optuna.Study, trial_id: int, result: TrialResult) -> None:
-    """Record `result` on a trial some other (dead) process left RUNNING, and fail it."""
+def write_result_of(study: optuna.Study, trial_id: int, result: TrialResult) -> None:
+    """Record `result` on a trial this process does not hold, by its storage id: one that a
+    dead process left RUNNING (`recovery`)."""
     study._storage.set_trial_user_attr(trial_id, _RESULT, result.to_dict())
-    study._storage.set_trial_state_values(trial_id, TrialState.FAIL)
 
 
 def read_role(trial: optuna.Trial) -> str:
@@ -160,92 +158,6 @@ def role_taken(study: optuna.Study, role: str) -> bool:
 
 def trial_id(study: optuna.Study, number: int) -> int:
     return study.get_trials(deepcopy=False)[number]._trial_id
-
-
-# -- study-level attributes ----------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class StudyInfo:
-    """What a study measures: fixed when it is created, checked when it is resumed."""
-
-    adapter: str
-    unit: str
-    space: str
-    device: str
-    nproc_per_node: int = 1
-    """DDP ranks per trial: the layout its throughputs hold for."""
-
-
-def read_info(study: optuna.Study) -> StudyInfo | None:
-    attrs = study.user_attrs
-    if not all(k in attrs for k in _INFO_KEYS):
-        return None
-    # A study made before DDP trials ran one process per trial.
-    return StudyInfo(**{k: attrs[k] for k in _INFO_KEYS},
-                     nproc_per_node=int(attrs.get("nproc_per_node", 1)))
-
-
-def write_info(study: optuna.Study, info: StudyInfo) -> None:
-    for key, value in dataclasses.asdict(info).items():
-        study.set_user_attr(key, value)
-
-
-def read_layout(study: optuna.Study) -> int | None:
-    """The CPUs each trial of the study was given (None: not recorded, an older study)."""
-    layout = study.user_attrs.get("layout")
-    return int(layout["cpus_per_trial"]) if layout else None
-
-
-def write_layout(study: optuna.Study, *, cpus_per_trial: int, trials_at_once: int) -> None:
-    study.set_user_attr("layout", {"cpus_per_trial": cpus_per_trial,
-                                   "trials_at_once": trials_at_once})
-
-
-def read_fingerprint(study: optuna.Study) -> Fingerprint | None:
-    data = study.user_attrs.get("fingerprint")
-    if not data:
-        return None
-    fields = {f.name for f in dataclasses.fields(Fingerprint)}
-    return Fingerprint(**{k: v for k, v in data.items() if k in fields})
-
-
-def write_fingerprint(study: optuna.Study, fingerprint: Fingerprint) -> None:
-    study.set_user_attr("fingerprint", dataclasses.asdict(fingerprint))
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ConfirmationEntry:
-    """One config's fresh re-runs after the search."""
-
-    trial: int
-    """The search trial whose config was re-run."""
-    baseline: bool
-    search_throughput: float
-    throughputs: tuple[float, ...]
-    """Each ok re-run's rate, in the order they ran."""
-    median: float | None
-    spread: float | None
-    statuses: tuple[str, ...]
-    compile_artifacts: str = ""
-    """Compiled artifacts a run of this config saved (compiled configs only)."""
-
-
-def read_confirmation(study: optuna.Study) -> list[ConfirmationEntry] | None:
-    data = study.user_attrs.get("confirmation")
-    if not data:
-        return None
-    fields = {f.name for f in dataclasses.fields(ConfirmationEntry)}
-    return [ConfirmationEntry(**{**{k: v for k, v in c.items() if k in fields},
-                                 "throughputs": tuple(c["throughputs"]),
-                                 "statuses": tuple(c["statuses"])}) for c in data]
-
-
-def write_confirmation(study: optuna.Study, entries: Sequence[ConfirmationEntry] | None) -> None:
-    """Store the confirmation (None: stale, new trials ran since)."""
-    study.set_user_attr("confirmation", None if entries is None else [
-        {**dataclasses.asdict(c), "throughputs": list(c.throughputs),
-         "statuses": list(c.statuses)} for c in entries])
 
 
 # -- confirmation as trials ------------------------------------------------------------------

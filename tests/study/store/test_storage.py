@@ -13,7 +13,7 @@ import pytest
 from optuna.storages import JournalStorage, RDBStorage
 
 from autotune import InputError
-from autotune.study.storage import (
+from autotune.study.store.storage import (
     Heartbeat,
     absolute_storage,
     default_storage_url,

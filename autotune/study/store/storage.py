@@ -3,7 +3,8 @@
 Several `autotune search` processes may share one study only through a journal file or a
 server database: SQLite locks badly under concurrent writers. On a server (PostgreSQL), each
 running trial records Optuna's heartbeat, and a trial whose heartbeat stops (its host died, or
-its search was killed) is failed by whichever search looks next: the others step over it.
+its search was killed) is failed by whichever search looks next: the others step over it
+(`recovery`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import random
-import socket
 import threading
 import time
 import warnings
@@ -24,11 +24,9 @@ from optuna.storages import BaseStorage, InMemoryStorage, JournalStorage, RDBSto
 from optuna.storages.journal import JournalFileBackend
 
 from autotune.contract.errors import InputError
-from autotune.contract.result import Status, TrialResult
-from autotune.study import records
 
 __all__ = ["Heartbeat", "absolute_storage", "ask", "backend", "beating", "default_storage_url",
-           "fail_stale", "open_storage", "shown"]
+           "open_storage", "shown"]
 
 _SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 # Seconds to wait for a database server to answer a connection (libpq's connect_timeout):
@@ -197,31 +195,3 @@ def beating(study: optuna.Study, trial_id: int) -> Iterator[None]:
     finally:
         stop.set()
         thread.join()
-
-
-def fail_stale(study: optuna.Study) -> list[records.TrialRecord]:
-    """Fail the running trials whose heartbeat stopped, each with an `interrupted` result that
-    says why; returns them as they were (role and config).
-
-    What `optuna.storages.fail_stale_trials` does, in the other order: Optuna refuses user
-    attributes on a finished trial, so the result is written first, then the state.
-    """
-    storage = backend(study)
-    interval = storage.get_heartbeat_interval() if isinstance(storage, RDBStorage) else None
-    if interval is None:
-        return []
-    grace = storage.grace_period or 2 * interval  # Optuna's default
-    failed = []
-    for trial_id in storage._get_stale_trial_ids(study._study_id):
-        record = records.TrialRecord.from_trial(storage.get_trial(trial_id))
-        owner = record.owner or {}
-        result = TrialResult(status=Status.INTERRUPTED, reason=(
-            f"its search (host {owner.get('host', '?')}, pid {owner.get('pid', '?')}) stopped "
-            f"sending heartbeats for over {grace} s, found by "
-            f"{socket.gethostname()}: killed, or its host went down"))
-        try:
-            records.fail_stale(study, trial_id, result)
-        except optuna.exceptions.UpdateFinishedTrialError:
-            continue  # another search failed it first, or it finished meanwhile
-        failed.append(record)
-    return failed

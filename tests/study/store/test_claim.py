@@ -17,19 +17,19 @@ import pytest
 from optuna.trial import TrialState
 
 from autotune import Adapter, Status
-from autotune.study import records
-from autotune.study.claim import (
+from autotune.study.space.file import parse_space
+from autotune.study.starts import initial_starts
+from autotune.study.store import records
+from autotune.study.store.claim import (
     StudyLock,
     claim_confirmation,
     end_confirmation,
     read_claim,
+    enqueue,
     running_twin,
-    step_over,
-    take_over,
 )
-from autotune.study.space.file import parse_space
-from autotune.study.starts import enqueue, initial_starts
-from autotune.study.storage import Heartbeat, ask, beating, fail_stale, open_storage
+from autotune.study.store.recovery import fail_stale, step_over, take_over
+from autotune.study.store.storage import Heartbeat, ask, beating, open_storage
 
 FAST = Heartbeat(interval=1, grace=2)
 
@@ -102,8 +102,8 @@ def test_the_lock_holds_across_processes_and_dies_with_its_holder(postgres_url: 
     holder = tmp_path / "holder.py"
     holder.write_text(
         "import time, optuna\n"
-        "from autotune.study.claim import StudyLock\n"
-        "from autotune.study.storage import open_storage\n"
+        "from autotune.study.store.claim import StudyLock\n"
+        "from autotune.study.store.storage import open_storage\n"
         f"study = optuna.load_study(study_name='s', storage=open_storage({postgres_url!r}))\n"
         f"with StudyLock(study, {postgres_url!r}):\n"
         "    print('held', flush=True)\n"

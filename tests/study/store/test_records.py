@@ -12,8 +12,9 @@ import pytest
 from optuna.trial import TrialState
 
 from autotune import Diagnosis, Fingerprint, HostCpu, Status, TrainConfig, TrialResult, Verdict
-from autotune.study import records
-from autotune.study.records import ConfirmationEntry, StudyInfo, TrialRecord
+from autotune.study.store import records, study_attrs
+from autotune.study.store.records import TrialRecord
+from autotune.study.store.study_attrs import ConfirmationEntry, StudyInfo
 
 CONFIG = TrainConfig(batch_size=16, num_workers=2, prefetch_factor=4, amp_dtype="bf16")
 RESULT = TrialResult(
@@ -139,40 +140,30 @@ def test_enqueued_roles(study: optuna.Study) -> None:
     assert [r.baseline for r in records.read_records(study)] == [True, False, False]
 
 
-def test_a_stale_running_trial_is_failed_with_its_result(study: optuna.Study) -> None:
-    study.ask()
-    stale = study.ask()
-    result = TrialResult(status=Status.INTERRUPTED, reason="the process stopped")
-    records.fail_stale(study, records.trial_id(study, stale.number), result)
-    by_number = {r.number: r for r in records.read_records(study)}
-    assert by_number[1].state == TrialState.FAIL and by_number[1].result == result
-    assert by_number[0].state == TrialState.RUNNING
-
-
 # -- the study's own attributes ----------------------------------------------------------------------
 
 
 def test_info(study: optuna.Study) -> None:
-    assert records.read_info(study) is None
+    assert study_attrs.read_info(study) is None
     study.set_user_attr("unit", "samples")  # a partial set is no info
-    assert records.read_info(study) is None
+    assert study_attrs.read_info(study) is None
     info = StudyInfo(adapter="adapters/mlp.py", unit="tokens", space="search_spaces/cpu.yaml",
                      device="cpu")
-    records.write_info(study, info)
-    assert records.read_info(reopened(study)) == info
+    study_attrs.write_info(study, info)
+    assert study_attrs.read_info(reopened(study)) == info
 
 
 def test_fingerprint(study: optuna.Study) -> None:
-    assert records.read_fingerprint(study) is None
+    assert study_attrs.read_fingerprint(study) is None
     fp = Fingerprint(torch="2.13.0", gpu="NVIDIA H100", gpu_memory_gb=79.1)
-    records.write_fingerprint(study, fp)
-    assert records.read_fingerprint(reopened(study)) == fp
+    study_attrs.write_fingerprint(study, fp)
+    assert study_attrs.read_fingerprint(reopened(study)) == fp
     study.set_user_attr("fingerprint", {"torch": "2.11.0", "a_fact_dropped_since": 1})
-    assert records.read_fingerprint(study) == Fingerprint(torch="2.11.0")
+    assert study_attrs.read_fingerprint(study) == Fingerprint(torch="2.11.0")
 
 
 def test_confirmation(study: optuna.Study) -> None:
-    assert records.read_confirmation(study) is None
+    assert study_attrs.read_confirmation(study) is None
     entries = [
         ConfirmationEntry(trial=3, baseline=False, search_throughput=300.0,
                           throughputs=(280.0, 290.0), median=285.0, spread=10 / 285,
@@ -180,17 +171,17 @@ def test_confirmation(study: optuna.Study) -> None:
         ConfirmationEntry(trial=0, baseline=True, search_throughput=100.0, throughputs=(),
                           median=None, spread=None, statuses=("oom", "oom")),
     ]
-    records.write_confirmation(study, entries)
-    assert records.read_confirmation(reopened(study)) == entries
-    records.write_confirmation(study, None)  # stale: new trials ran since
-    assert records.read_confirmation(study) is None
+    study_attrs.write_confirmation(study, entries)
+    assert study_attrs.read_confirmation(reopened(study)) == entries
+    study_attrs.write_confirmation(study, None)  # stale: new trials ran since
+    assert study_attrs.read_confirmation(study) is None
 
 
 def test_confirmation_written_by_another_version(study: optuna.Study) -> None:
     study.set_user_attr("confirmation", [
         {"trial": 1, "baseline": False, "search_throughput": 5.0, "throughputs": [4.0],
          "median": 4.0, "spread": None, "statuses": ["ok"], "a_newer_field": "x"}])
-    (entry,) = records.read_confirmation(study) or []
+    (entry,) = study_attrs.read_confirmation(study) or []
     assert entry.trial == 1 and entry.throughputs == (4.0,) and entry.statuses == ("ok",)
 
 

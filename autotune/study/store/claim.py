@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -27,14 +27,13 @@ from optuna.storages.journal import JournalFileOpenLock
 from optuna.trial import TrialState
 
 from autotune.contract.config import TrainConfig
-from autotune.study import records
 from autotune.study.execution.processes import alive
 from autotune.study.space.bound import SearchSpace
-from autotune.study.starts import enqueue
-from autotune.study.storage import backend, fail_stale
+from autotune.study.store import records
+from autotune.study.store.storage import backend
 
-__all__ = ["Claim", "StudyLock", "claim_confirmation", "end_confirmation", "running_twin",
-           "step_over", "take_over", "wait_finished"]
+__all__ = ["Claim", "StudyLock", "claim_confirmation", "end_confirmation", "enqueue",
+           "running_same", "running_twin", "wait_finished"]
 
 _CLAIM = "autotune:confirmation"
 """The study system attribute naming who confirms, for which finished trials."""
@@ -86,44 +85,26 @@ class StudyLock:
 def running_twin(study: optuna.Study, number: int, config: TrainConfig) -> int | None:
     """Another running trial that measures `config` (call under the lock, after writing this
     trial's config: whoever writes second finds the first, never the other way round)."""
-    twin = _running_same(study, number, config)
+    twin = running_same(study, number, config)
     return None if twin is None else twin.number
 
 
-def _running_same(study: optuna.Study, number: int, config: TrainConfig
-                  ) -> records.TrialRecord | None:
+def running_same(study: optuna.Study, number: int, config: TrainConfig
+                 ) -> records.TrialRecord | None:
+    """The running trial other than `number` that measures `config`, if any."""
     for record in records.read_records(study, [TrialState.RUNNING]):
         if record.number != number and record.config == config:
             return record
     return None
 
 
-def step_over(study: optuna.Study, lock: StudyLock, space: SearchSpace) -> None:
-    """Fail the trials of searches that died (their heartbeat stopped); a start among them (the
-    baseline, the recipe, a follow-up) is queued again, once: the study needs it measured. A
-    trial without a role waiting for the failed one takes the role over instead (`take_over`).
-
-    Under the lock: a trial running the same config then wrote it (under the lock too) while
-    the failed one ran, so it is one waiting for it (`running_twin`)."""
-    with lock:
-        for record in fail_stale(study):
-            if record.role and record.config is not None:
-                waiting = _running_same(study, record.number, record.config)
-                if waiting is None or waiting.role:
-                    enqueue(study, space, [(record.role, record.config)])
-
-
-def take_over(study: optuna.Study, lock: StudyLock, trial: optuna.Trial, twin: int) -> None:
-    """After waiting for its twin: if the twin failed (its search died) holding a start's role,
-    `trial`, about to measure the same config, takes the role, so that the start (the baseline)
-    is a measured trial rather than a later copy of this one."""
-    failed = next((r for r in records.read_records(study, [TrialState.FAIL])
-                   if r.number == twin), None)
-    if failed is None or not failed.role or records.read_role(trial):
-        return
-    with lock:
-        if not records.role_taken(study, failed.role):
-            records.write_role(trial, failed.role)
+def enqueue(study: optuna.Study, space: SearchSpace,
+            starts: Sequence[tuple[str, TrainConfig]]) -> None:
+    """Enqueue each start unless a trial of that role is already done, running or waiting (call
+    under the lock: searches starting together enqueue the baseline once)."""
+    for role, config in starts:
+        if not records.role_taken(study, role):
+            records.enqueue_config(study, space.params_for(config), role)
 
 
 def wait_finished(study: optuna.Study, numbers: list[int] | None, *, timeout: float,
