@@ -17,8 +17,8 @@ import yaml
 from autotune.contract.files import atomic_write_bytes, atomic_write_text
 from autotune.outputs.best import best_document, speedup_note, yaml_header
 from autotune.outputs.table import rows_to_csv, trial_rows
+from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
 from autotune.study.store import records, study_attrs
-from autotune.study.winner import Winner, best_and_baseline, pick_winner
 
 if TYPE_CHECKING:
     import optuna

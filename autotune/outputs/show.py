@@ -17,9 +17,9 @@ from autotune.contract.errors import InputError
 from autotune.contract.fmt import human
 from autotune.outputs.best import decision_note, spread_warnings, winner_phrases
 from autotune.outputs.table import trial_rows
+from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
 from autotune.study.store import records, study_attrs
 from autotune.study.store.storage import open_storage
-from autotune.study.winner import Winner, best_and_baseline, pick_winner
 
 __all__ = ["load_study", "show", "winner_line"]
 

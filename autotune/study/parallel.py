@@ -19,7 +19,7 @@ from optuna.trial import TrialState
 from autotune.contract.config import TrainConfig
 from autotune.contract.errors import InputError
 from autotune.contract.result import Status, TrialResult
-from autotune.study.confirm import CONFIRM_SHARE, estimate_seconds
+from autotune.study.confirmation.rounds import CONFIRM_SHARE, estimate_seconds
 from autotune.study.execution.slots import Job, Slots
 from autotune.study.objective import Outcome
 from autotune.study.pruning import report_windows

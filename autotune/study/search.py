@@ -6,7 +6,7 @@ waits for that trial's result instead of running twice (`parallel`, `slots`).
 
 Trial 0 is the baseline (PyTorch's defaults at the adapter's batch size). How each outcome is
 told to Optuna is `telling`'s; the confirmation of the leaders after the budget is
-`confirming`'s. Re-running the same command continues the same study.
+`confirmation.phase`'s. Re-running the same command continues the same study.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from autotune.contract.errors import ContractError
 from autotune.contract.host import available_cpus
 from autotune.contract.request import known_incompatible
 from autotune.contract.result import Status, TrialResult
-from autotune.study.confirming import ConfirmPhase
+from autotune.study.confirmation.phase import ConfirmPhase
+from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
 from autotune.study.execution.layout import Layout
 from autotune.study.execution.runner import Runner
 from autotune.study.execution.slots import GangRunner, Job, Slots
@@ -48,7 +49,6 @@ from autotune.study.store import records, study_attrs
 from autotune.study.store.claim import Claim, StudyLock, enqueue
 from autotune.study.store.recovery import recover_stale, step_over
 from autotune.study.telling import tell
-from autotune.study.winner import Winner, best_and_baseline, pick_winner
 
 __all__ = ["Interrupted", "Search", "SearchListener", "SearchSettings"]
 

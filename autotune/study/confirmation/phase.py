@@ -1,5 +1,5 @@
-"""The search's last phase: run the leaders again, each in fresh processes, and record which
-config wins (`Search._confirm`).
+"""The search's last phase: run the leaders again in rounds (`rounds`), each run a fresh
+process, and record which config wins (`Search._confirm`).
 
 `ConfirmPhase` is the part of `Search` that picks the candidates, fits them to the time left,
 claims the confirmation (searches on other hosts sharing the study confirm once, the last to
@@ -11,7 +11,7 @@ imported from search.py, to keep the package free of import cycles.
 from __future__ import annotations
 
 from autotune.contract.result import TrialResult
-from autotune.study.confirm import (
+from autotune.study.confirmation.rounds import (
     FRESH_PROCESS_SECONDS,
     Candidate,
     candidates,

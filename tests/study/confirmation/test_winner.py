@@ -11,9 +11,9 @@ from optuna.trial import TrialState
 
 from autotune import TrainConfig
 from autotune.outputs.best import decision_note
+from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
 from autotune.study.store.records import TrialRecord
 from autotune.study.store.study_attrs import ConfirmationEntry
-from autotune.study.winner import Winner, best_and_baseline, pick_winner
 
 
 def config(**changes: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from autotune.study.lead import (
+from autotune.study.confirmation.lead import (
     clearly_ahead,
     disagreement,
     evidence,

@@ -20,7 +20,7 @@ from autotune.contract.result import Diagnosis, Verdict
 from autotune.outputs.best import best_document
 from autotune.outputs.display import QuietListener
 from autotune.outputs.report import write_outputs
-from autotune.study.confirm import (
+from autotune.study.confirmation.rounds import (
     FRESH_PROCESS_SECONDS,
     SPARE_PROCESS_SECONDS,
     WARM_COMPILE_SECONDS,
@@ -32,12 +32,12 @@ from autotune.study.confirm import (
     run_confirmation,
     start_costs,
 )
+from autotune.study.confirmation.winner import pick_winner
 from autotune.study.execution.runner import InProcessRunner
 from autotune.study.search import Search, SearchSettings
 from autotune.study.space.file import parse_space
 from autotune.study.store.records import TrialRecord, read_records
 from autotune.study.store.study_attrs import ConfirmationEntry, StudyInfo, read_confirmation
-from autotune.study.winner import pick_winner
 
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
 DIAGNOSIS = Diagnosis(verdict=Verdict.COMPUTE, suggestion="", throughput=300.0,
@@ -367,7 +367,7 @@ def test_no_run_starts_that_its_earlier_fresh_runs_say_cannot_finish(tmp_path: P
 
 
 def test_a_runs_expected_seconds_are_its_earlier_ok_fresh_runs_median() -> None:
-    from autotune.study.confirm import _expected_seconds
+    from autotune.study.confirmation.rounds import _expected_seconds
 
     assert _expected_seconds([]) == 0.0
     assert _expected_seconds([ok(1.0).replace(duration_seconds=30.0),

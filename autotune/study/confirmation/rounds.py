@@ -1,4 +1,4 @@
-"""Final confirmation: the top-k configs (and the baseline) again, fresh processes, random order.
+"""Confirmation rounds: the top-k configs (and the baseline) again, fresh processes, shuffled.
 
 A search sees each config once, and one lucky window can crown the wrong winner. After the
 search, the k best distinct configs and the baseline run again in rounds, each in a shuffled
@@ -23,12 +23,12 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.request import MeasureSettings, TrialRequest
 from autotune.contract.result import Status, TrialResult
 from autotune.contract.stats import relative_spread
+from autotune.study.confirmation.lead import standing
+from autotune.study.confirmation.winner import pick_winner
 from autotune.study.execution.runner import Runner
-from autotune.study.lead import standing
 from autotune.study.store import records, study_attrs
 from autotune.study.store.records import TrialRecord
 from autotune.study.store.study_attrs import ConfirmationEntry
-from autotune.study.winner import pick_winner
 
 __all__ = ["CONFIRM_SHARE", "Candidate", "candidates", "estimate_seconds", "fit_to_time",
            "record_confirmation", "run_confirmation", "run_seconds", "start_costs"]
