@@ -1,38 +1,21 @@
-"""Opening a study: its sampler and pruner, and the checks that a study continued measures what
-this run measures (unit, device, ranks per trial, CPUs per trial)."""
+"""Opening a study: with its sampler and pruner (`policy`), and the checks that a study
+continued measures what this run measures (unit, device, ranks per trial, CPUs per trial)."""
 
 from __future__ import annotations
-
-import warnings
 
 import optuna
 
 from autotune.adapter import Adapter
 from autotune.contract.errors import InputError
 from autotune.study.execution.layout import Layout
-from autotune.study.pruning import IncumbentPruner
+from autotune.study.policy.pruning import IncumbentPruner
+from autotune.study.policy.sampler import sampler
 from autotune.study.settings import SearchSettings
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store import study_attrs
 from autotune.study.store.storage import open_storage
 
-__all__ = ["open_study", "sampler"]
-
-
-def sampler(settings: SearchSettings) -> optuna.samplers.BaseSampler:
-    """TPE (multivariate, grouped, constant liar), or random search with `--sampler random`."""
-    if settings.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=settings.seed)
-    with warnings.catch_warnings():
-        # multivariate/group/constant_liar are "experimental" in Optuna: chosen knowingly.
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.samplers.TPESampler(
-            seed=settings.seed,
-            multivariate=True,
-            group=True,  # conditional knobs (prefetch only with workers) form groups
-            constant_liar=True,  # processes sharing a study do not propose the same config
-            n_startup_trials=5,
-        )
+__all__ = ["open_study"]
 
 
 def open_study(settings: SearchSettings, adapter: type[Adapter], space: SearchSpace,
@@ -44,7 +27,7 @@ def open_study(settings: SearchSettings, adapter: type[Adapter], space: SearchSp
         storage=open_storage(s.storage, s.heartbeat),
         study_name=s.study_name,
         direction="maximize",
-        sampler=sampler(s),
+        sampler=sampler(s.sampler, seed=s.seed),
         pruner=IncumbentPruner() if s.prune else optuna.pruners.NopPruner(),
         load_if_exists=True,
     )

@@ -22,8 +22,8 @@ from autotune.contract.result import Status, TrialResult
 from autotune.study.confirmation.rounds import CONFIRM_SHARE, estimate_seconds
 from autotune.study.execution.slots import Job, Slots
 from autotune.study.objective import Outcome
-from autotune.study.pruning import report_windows
-from autotune.study.starts import prunable
+from autotune.study.policy.pruning import report_windows
+from autotune.study.policy.starts import prunable
 from autotune.study.store import records
 from autotune.study.store.claim import running_twin, wait_finished
 from autotune.study.store.recovery import take_over

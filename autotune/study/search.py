@@ -5,7 +5,7 @@ keeps concurrent proposals apart, and a config asked while the same one runs on 
 waits for that trial's result instead of running twice (`parallel`, `slots`).
 
 Trial 0 is the baseline (PyTorch's defaults at the adapter's batch size). How each outcome is
-told to Optuna is `telling`'s; the confirmation of the leaders after the budget is
+told to Optuna is `policy.telling`'s; the confirmation of the leaders after the budget is
 `confirmation.phase`'s. Re-running the same command continues the same study.
 """
 
@@ -34,10 +34,8 @@ from autotune.study.interrupts import Interrupted, on_signals
 from autotune.study.objective import Objective, Outcome
 from autotune.study.opening import open_study
 from autotune.study.parallel import SlotLoop
-from autotune.study.pruning import report_copy
-from autotune.study.settings import SearchListener, SearchSettings
-from autotune.study.space.bound import SearchSpace
-from autotune.study.starts import (
+from autotune.study.policy.pruning import report_copy
+from autotune.study.policy.starts import (
     EXPLORE,
     Ladder,
     diagnosed_recipe,
@@ -45,10 +43,12 @@ from autotune.study.starts import (
     initial_starts,
     unmeasured,
 )
+from autotune.study.policy.telling import tell
+from autotune.study.settings import SearchListener, SearchSettings
+from autotune.study.space.bound import SearchSpace
 from autotune.study.store import records, study_attrs
 from autotune.study.store.claim import Claim, StudyLock, enqueue
 from autotune.study.store.recovery import recover_stale, step_over
-from autotune.study.telling import tell
 
 __all__ = ["Interrupted", "Search", "SearchListener", "SearchSettings"]
 

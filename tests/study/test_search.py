@@ -26,9 +26,9 @@ from autotune.outputs.display import QuietListener
 from autotune.outputs.report import write_outputs
 from autotune.study.execution.runner import InProcessRunner
 from autotune.study.parallel import CONVERGED_REPEATS
+from autotune.study.policy.starts import EXPLORE
 from autotune.study.search import Interrupted, Search, SearchSettings
 from autotune.study.space.file import SearchSpace, parse_space
-from autotune.study.starts import EXPLORE
 from autotune.study.store.records import TrialRecord, read_records
 
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)

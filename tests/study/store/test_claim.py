@@ -17,8 +17,8 @@ import pytest
 from optuna.trial import TrialState
 
 from autotune import Adapter, Status
+from autotune.study.policy.starts import initial_starts
 from autotune.study.space.file import parse_space
-from autotune.study.starts import initial_starts
 from autotune.study.store import records
 from autotune.study.store.claim import (
     StudyLock,

@@ -7,7 +7,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from autotune.study.pruning import IncumbentPruner, report_copy, report_windows
+from autotune.study.policy.pruning import IncumbentPruner, report_copy, report_windows
 
 
 @pytest.fixture(autouse=True)

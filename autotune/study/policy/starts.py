@@ -17,7 +17,7 @@ from autotune.adapter import Adapter
 from autotune.contract.config import TrainConfig
 from autotune.contract.request import known_incompatible
 from autotune.contract.result import Status, Verdict
-from autotune.study.recipes import hand_recipe
+from autotune.study.policy.recipes import hand_recipe
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store import records
 from autotune.study.store.records import TrialRecord

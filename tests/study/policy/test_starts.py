@@ -10,9 +10,9 @@ import pytest
 from optuna.trial import TrialState
 
 from autotune import Adapter, Diagnosis, Status, TrainConfig, TrialResult, Verdict
+from autotune.study.policy.starts import Ladder, diagnosed_recipe, follow_ups, initial_starts
 from autotune.study.space.bound import SearchSpace
 from autotune.study.space.file import parse_space
-from autotune.study.starts import Ladder, diagnosed_recipe, follow_ups, initial_starts
 from autotune.study.store import records
 from autotune.study.store.claim import enqueue
 from autotune.study.store.records import TrialRecord
