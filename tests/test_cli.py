@@ -24,8 +24,8 @@ from autotune.study.store.study_attrs import read_info
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 # The CPU space without compile (a compile trial takes 10-30 s on two cores;
-# tests/study/execution/test_runner.py covers compile) and without the DataLoader workers' fork storms on a
-# small machine.
+# tests/study/execution/test_runner.py covers compile) and without the DataLoader workers' fork
+# storms on a small machine.
 QUICK_SPACE = """\
 num_workers: {low: 0, high: 1}
 batch_size: {factors: [1, 2, 4]}

@@ -17,7 +17,8 @@ from optuna.trial import TrialState
 from autotune.contract.noise import SPREAD_WARNING
 from autotune.contract.result import TrialResult
 from autotune.contract.stats import relative_spread
-from autotune.study.confirmation.lead import DISAGREE, EQUAL, disagreement, evidence, ratio_interval, standing
+from autotune.study.confirmation.lead import (DISAGREE, EQUAL, disagreement, evidence,
+                                              ratio_interval, standing)
 from autotune.study.store.records import CONFIRM, WINNER, TrialRecord
 from autotune.study.store.study_attrs import ConfirmationEntry
 

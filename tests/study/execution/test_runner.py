@@ -16,7 +16,8 @@ from autotune import MeasureSettings, Status, TrainConfig, TrialResult
 from autotune.contract.phases import PHASES
 from autotune.contract.request import TrialRequest
 from autotune.study.execution.processes import _group_running, _wait_group_dead
-from autotune.study.execution.runner import InProcessRunner, SubprocessRunner, _EventTail, kill_group
+from autotune.study.execution.runner import (InProcessRunner, SubprocessRunner, _EventTail,
+                                             kill_group)
 
 # Short windows: the tests check outcomes, not the precision of the numbers.
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
