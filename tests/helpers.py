@@ -26,7 +26,7 @@ from optuna.trial import TrialState, create_trial  # noqa: E402
 
 from autotune.contract.request import TrialRequest  # noqa: E402 -- needs the path above
 from autotune.contract.result import Status, TrialResult  # noqa: E402
-from autotune.study.records import TrialRecord  # noqa: E402
+from autotune.study.store.records import TrialRecord  # noqa: E402
 
 
 def run_autotune(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:

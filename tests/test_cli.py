@@ -18,13 +18,14 @@ from optuna.trial import TrialState
 
 from autotune import Status, TrainConfig, load_adapter, load_config
 from autotune.contract.allocator import HEAP_ENV
-from autotune.study.records import read_info, read_records
+from autotune.study.store.records import read_records
+from autotune.study.store.study_attrs import read_info
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 # The CPU space without compile (a compile trial takes 10-30 s on two cores;
-# tests/study/test_runner.py covers compile) and without the DataLoader workers' fork storms on a
-# small machine.
+# tests/study/execution/test_runner.py covers compile) and without the DataLoader workers' fork
+# storms on a small machine.
 QUICK_SPACE = """\
 num_workers: {low: 0, high: 1}
 batch_size: {factors: [1, 2, 4]}
@@ -85,7 +86,7 @@ def test_version() -> None:
 
 
 def test_search_help_lists_every_builtin_space() -> None:
-    from autotune.study.space import builtin_spaces
+    from autotune.study.space.file import builtin_spaces
 
     proc = run_autotune("search", "--help")
     text = " ".join(proc.stdout.split())

@@ -17,7 +17,7 @@ import torch
 from helpers import REPO_ROOT, run_autotune
 
 from autotune import Status, TrainConfig, load_adapter
-from autotune.study.records import read_records
+from autotune.study.store.records import read_records
 from autotune.trial.compose import compose
 
 # Small enough that a trial takes seconds on two cores.

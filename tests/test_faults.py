@@ -37,7 +37,7 @@ from helpers import (
 from optuna.trial import TrialState
 
 from autotune import Status, load_config
-from autotune.study.records import TrialRecord, read_records
+from autotune.study.store.records import TrialRecord, read_records
 
 FAULT_ADAPTERS = TEST_ADAPTERS / "faults"
 

@@ -40,9 +40,9 @@ from autotune.contract.request import TrialRequest
 from autotune.outputs.display import QuietListener, RichDisplay
 from autotune.outputs.report import write_outputs
 from autotune.outputs.table import COLUMNS
-from autotune.study.records import TrialRecord, read_records
 from autotune.study.search import Search, SearchSettings
-from autotune.study.space import parse_space
+from autotune.study.space.file import parse_space
+from autotune.study.store.records import TrialRecord, read_records
 
 SLOW_ADAPTER = TEST_ADAPTERS / "faults" / "slow_step.py"
 SLEEP_ENV = "AUTOTUNE_TEST_STEP_SLEEP"

@@ -2,7 +2,7 @@
 the same `autotune search` command runs twice at once, one is killed with SIGKILL while a trial
 of it runs, and the other steps over its trial (failed by Optuna's heartbeat check), finishes
 the study without measuring any config twice, and confirms; a host starting late confirms
-nothing again. (Two live searches racing for the confirmation: tests/study/test_claim.py.)"""
+nothing again. (Two live searches racing for the confirmation: tests/study/store/test_claim.py.)"""
 
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ from helpers import (
 from optuna.trial import TrialState
 
 from autotune import Status
-from autotune.study.claim import read_claim
-from autotune.study.records import read_records
-from autotune.study.storage import open_storage
+from autotune.study.store.claim import read_claim
+from autotune.study.store.records import read_records
+from autotune.study.store.storage import open_storage
 
 ADAPTER = TEST_ADAPTERS / "faults" / "stuck_host.py"
 STUCK_ENV = "AUTOTUNE_TEST_STUCK"  # every trial of the search it is set for hangs in its step

@@ -32,8 +32,8 @@ from optuna.trial import TrialState
 
 from autotune import Status
 from autotune.contract.host import cpu_ids
-from autotune.study.layout import EMULATE_ENV
-from autotune.study.records import read_records
+from autotune.study.execution.layout import EMULATE_ENV
+from autotune.study.store.records import read_records
 
 PROBE = TEST_ADAPTERS / "slot_probe.py"
 SLOT_DIR_ENV = "AUTOTUNE_TEST_SLOT_DIR"

@@ -13,7 +13,7 @@ from helpers import PID_DIR_ENV, TEST_ADAPTERS, recorded_pids
 
 from autotune import Adapter, InputError, MeasureSettings, Status, TrainConfig, load_adapter
 from autotune.contract.request import TrialRequest
-from autotune.study.runner import InProcessRunner
+from autotune.study.execution.runner import InProcessRunner
 
 sys.path.insert(0, str(TEST_ADAPTERS))
 import base  # noqa: E402 -- the shared base, as the adapter files import it

@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from autotune.contract.result import Fingerprint
     from autotune.lab import lab_rows, noise_warnings, run_lab, save, summarize, to_markdown
     from autotune.outputs.display import make_console
-    from autotune.study.runner import SubprocessRunner
+    from autotune.study.execution.runner import SubprocessRunner
 
     device = resolve_device(args.device)
     adapter = load_adapter(args.adapter)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from autotune.cli.common import check_writable, positive, resolve_device, seed, trial_timeout
 from autotune.contract.errors import InputError
-from autotune.study.space import builtin_spaces
+from autotune.study.space.file import builtin_spaces
 
 # With --timeout and no --trials, the budget decides (the search also ends once the sampler
 # proposes nothing new).
@@ -98,14 +98,14 @@ def run(args: argparse.Namespace) -> int:
     from autotune.contract.request import MeasureSettings
     from autotune.outputs.display import RichDisplay
     from autotune.outputs.report import OutputWriter
-    from autotune.study.ddp_runner import DDPRunner
-    from autotune.study.forkserver import ForkServerRunner
-    from autotune.study.layout import Layout, plan_layout
-    from autotune.study.runner import Runner
-    from autotune.study.slots import slot_runners
+    from autotune.study.execution.ddp_runner import DDPRunner
+    from autotune.study.execution.forkserver import ForkServerRunner
+    from autotune.study.execution.layout import Layout, plan_layout
+    from autotune.study.execution.runner import Runner
+    from autotune.study.execution.slots import slot_runners
     from autotune.study.search import Interrupted, Search, SearchSettings
-    from autotune.study.space import find_space, load_space
-    from autotune.study.storage import Heartbeat, default_storage_url
+    from autotune.study.space.file import find_space, load_space
+    from autotune.study.store.storage import Heartbeat, default_storage_url
 
     import optuna
 

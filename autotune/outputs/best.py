@@ -12,10 +12,10 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.fmt import human
 from autotune.contract.noise import SPREAD_WARNING, spread_warning
 from autotune.contract.result import Fingerprint, TrialResult
-from autotune.study.records import StudyInfo
-from autotune.study.lead import DISAGREE, disagreement, evidence
-from autotune.study.storage import shown
-from autotune.study.winner import Winner
+from autotune.study.confirmation.lead import DISAGREE, disagreement, evidence
+from autotune.study.confirmation.winner import Winner
+from autotune.study.store.storage import shown
+from autotune.study.store.study_attrs import StudyInfo
 
 if TYPE_CHECKING:
     from autotune.study.search import SearchSettings

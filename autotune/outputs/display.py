@@ -22,9 +22,9 @@ from autotune.contract.noise import likely_cause, spread_warning
 from autotune.contract.phases import Phase
 from autotune.contract.result import Status, TrialResult
 from autotune.outputs.best import winner_phrases
-from autotune.study.confirm import Candidate
-from autotune.study.storage import shown
-from autotune.study.winner import Winner
+from autotune.study.confirmation.rounds import Candidate
+from autotune.study.confirmation.winner import Winner
+from autotune.study.store.storage import shown
 
 __all__ = ["QuietListener", "RichDisplay", "make_console"]
 

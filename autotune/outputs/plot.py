@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from autotune.study.records import ConfirmationEntry
+from autotune.study.store.study_attrs import ConfirmationEntry
 
 __all__ = ["Confirmed", "PlotData", "Point", "plot_data", "search_clock"]
 

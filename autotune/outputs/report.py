@@ -17,8 +17,8 @@ import yaml
 from autotune.contract.files import atomic_write_bytes, atomic_write_text
 from autotune.outputs.best import best_document, speedup_note, yaml_header
 from autotune.outputs.table import rows_to_csv, trial_rows
-from autotune.study import records
-from autotune.study.winner import Winner, best_and_baseline, pick_winner
+from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
+from autotune.study.store import records, study_attrs
 
 if TYPE_CHECKING:
     import optuna
@@ -59,16 +59,16 @@ def write_outputs(study: optuna.Study, settings: SearchSettings, *, plot: bool =
     out = settings.out
     recs = records.read_records(study)
     _, baseline = best_and_baseline(recs)
-    winner = pick_winner(recs, records.read_confirmation(study))
+    winner = pick_winner(recs, study_attrs.read_confirmation(study))
     rows = trial_rows(recs, baseline, winner)
     atomic_write_text(out / "study.yaml", yaml.safe_dump(
         {"study_name": settings.study_name, "storage": settings.storage}, sort_keys=False))
     atomic_write_text(out / "trials.csv", rows_to_csv(rows))
-    info = records.read_info(study)
+    info = study_attrs.read_info(study)
     if winner is not None:
         # The baseline runs the adapter's own batch: what a changed effective batch is told against.
         base = next((r.config for r in recs if r.baseline and r.config is not None), None)
-        doc = best_document(winner, info, records.read_fingerprint(study), settings,
+        doc = best_document(winner, info, study_attrs.read_fingerprint(study), settings,
                             adapter_batch=base.effective_batch if base else None)
         doc["compile_artifacts"] = _copy_artifacts(winner, out)
         atomic_write_text(out / "best.yaml", yaml_header(doc) + yaml.safe_dump(doc, sort_keys=False))
@@ -78,7 +78,7 @@ def write_outputs(study: optuna.Study, settings: SearchSettings, *, plot: bool =
         ends, resumes = search_clock([s for s in _spans(study) if s[0] in searched])
         save_plot(plot_data([r for r in rows if r["number"] in searched],
                             unit=info.unit if info else "items",
-                            confirmation=records.read_confirmation(study),
+                            confirmation=study_attrs.read_confirmation(study),
                             winner=winner.record.number if winner else None,
                             ends=ends, resumes=resumes, **_standing(winner)),
                   out / "throughput.png")

@@ -17,9 +17,9 @@ from autotune.contract.errors import InputError
 from autotune.contract.fmt import human
 from autotune.outputs.best import decision_note, spread_warnings, winner_phrases
 from autotune.outputs.table import trial_rows
-from autotune.study import records
-from autotune.study.storage import open_storage
-from autotune.study.winner import Winner, best_and_baseline, pick_winner
+from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
+from autotune.study.store import records, study_attrs
+from autotune.study.store.storage import open_storage
 
 __all__ = ["load_study", "show", "winner_line"]
 
@@ -52,12 +52,12 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
     study = load_study(out)
     recs = records.read_records(study)
     _, baseline = best_and_baseline(recs)
-    confirmation = records.read_confirmation(study)
+    confirmation = study_attrs.read_confirmation(study)
     winner = pick_winner(recs, confirmation)
     all_rows = trial_rows(recs, baseline, winner)
     # The search's trials; confirmation runs and the winner's record are told below.
     rows = [r for r in all_rows if r["role"] not in (records.CONFIRM, records.WINNER)]
-    info = records.read_info(study)
+    info = study_attrs.read_info(study)
     unit = info.unit if info else "items"
     # A copy (the sampler proposed a config measured before) repeats its original's row.
     ok = sorted((r for r in rows if r["status"] == "ok" and r["copy_of"] is None),

@@ -17,8 +17,8 @@ from optuna.trial import TrialState
 from autotune.contract.config import KNOBS
 from autotune.contract.noise import Noise
 from autotune.contract.phases import PHASES
-from autotune.study.records import TrialRecord
-from autotune.study.winner import Winner
+from autotune.study.confirmation.winner import Winner
+from autotune.study.store.records import TrialRecord
 
 __all__ = ["COLUMNS", "rows_to_csv", "trial_rows"]
 

@@ -15,16 +15,17 @@ from autotune.contract.config import KNOBS, TrainConfig
 from autotune.contract.fmt import human
 from autotune.contract.request import MeasureSettings, TrialRequest, known_incompatible
 from autotune.contract.result import Status, TrialResult, Verdict
-from autotune.study.pruning import PRUNE_RATIO
-from autotune.study.records import TrialRecord
-from autotune.study.runner import Runner
+from autotune.study.execution.runner import Runner
+from autotune.study.policy.pruning import PRUNE_RATIO
+from autotune.study.store.records import TrialRecord
 
 __all__ = ["Objective", "Outcome"]
 
 # A trial below this fraction of the best so far is not diagnosed: the ladder follows the best
 # trial's diagnosis only. 1.0: only a trial that becomes the best pays for it (1.5-12 s on an
 # H100; the median fixed cost of a GPT-2 search was 4.9 s with 0.9). A confirmation candidate
-# that was not diagnosed is diagnosed in its first fresh run (confirm.py), for best.yaml.
+# that was not diagnosed is diagnosed in its first fresh run (confirmation/rounds.py), for
+# best.yaml.
 DIAGNOSE_FROM = 1.0
 
 # A batch behind an overhead-bound trial's, in the same compile mode, is not run when even this

@@ -1,43 +1,21 @@
-"""Opening a study: its sampler and pruner, the checks that a study continued measures what this
-run measures (unit, device, ranks per trial, CPUs per trial), and the trials a dead process on
-this host left RUNNING."""
+"""Opening a study: with its sampler and pruner (`policy`), and the checks that a study
+continued measures what this run measures (unit, device, ranks per trial, CPUs per trial)."""
 
 from __future__ import annotations
 
-import socket
-import warnings
-
 import optuna
-from optuna.trial import TrialState
 
 from autotune.adapter import Adapter
 from autotune.contract.errors import InputError
-from autotune.contract.result import Status, TrialResult
-from autotune.study import records
-from autotune.study.layout import Layout
-from autotune.study.processes import alive
-from autotune.study.pruning import IncumbentPruner
-from autotune.study.searchspace import SearchSpace
+from autotune.study.execution.layout import Layout
+from autotune.study.policy.pruning import IncumbentPruner
+from autotune.study.policy.sampler import sampler
 from autotune.study.settings import SearchSettings
-from autotune.study.storage import open_storage
+from autotune.study.space.bound import SearchSpace
+from autotune.study.store import study_attrs
+from autotune.study.store.storage import open_storage
 
-__all__ = ["open_study", "recover_stale", "sampler"]
-
-
-def sampler(settings: SearchSettings) -> optuna.samplers.BaseSampler:
-    """TPE (multivariate, grouped, constant liar), or random search with `--sampler random`."""
-    if settings.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=settings.seed)
-    with warnings.catch_warnings():
-        # multivariate/group/constant_liar are "experimental" in Optuna: chosen knowingly.
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.samplers.TPESampler(
-            seed=settings.seed,
-            multivariate=True,
-            group=True,  # conditional knobs (prefetch only with workers) form groups
-            constant_liar=True,  # processes sharing a study do not propose the same config
-            n_startup_trials=5,
-        )
+__all__ = ["open_study"]
 
 
 def open_study(settings: SearchSettings, adapter: type[Adapter], space: SearchSpace,
@@ -49,14 +27,14 @@ def open_study(settings: SearchSettings, adapter: type[Adapter], space: SearchSp
         storage=open_storage(s.storage, s.heartbeat),
         study_name=s.study_name,
         direction="maximize",
-        sampler=sampler(s),
+        sampler=sampler(s.sampler, seed=s.seed),
         pruner=IncumbentPruner() if s.prune else optuna.pruners.NopPruner(),
         load_if_exists=True,
     )
     _check_layout(study, s, layout)
-    info = records.read_info(study)
+    info = study_attrs.read_info(study)
     if info is None:
-        records.write_info(study, records.StudyInfo(
+        study_attrs.write_info(study, study_attrs.StudyInfo(
             adapter=str(s.adapter), unit=adapter.unit, space=space.source,
             device=s.device, nproc_per_node=s.nproc_per_node))
     elif info.unit != adapter.unit:
@@ -82,25 +60,11 @@ def open_study(settings: SearchSettings, adapter: type[Adapter], space: SearchSp
 def _check_layout(study: optuna.Study, settings: SearchSettings, layout: Layout) -> None:
     """Rates measured with another CPU share per trial do not rank together."""
     cpus = layout.cpus_per_trial
-    stored = records.read_layout(study)
+    stored = study_attrs.read_layout(study)
     if stored is None:
-        records.write_layout(study, cpus_per_trial=cpus, trials_at_once=layout.concurrent)
+        study_attrs.write_layout(study, cpus_per_trial=cpus, trials_at_once=layout.concurrent)
     elif stored != cpus:
         raise InputError(
             f"study {settings.study_name!r} in {settings.storage} was measured with "
             f"{stored} CPUs per trial, this run gives each trial {cpus}: input-bound rates "
             f"differ; pass --cpus-per-trial {stored} or another --study-name")
-
-
-def recover_stale(study: optuna.Study) -> None:
-    """Trials left RUNNING by a process on this host that is gone become FAIL (interrupted)."""
-    host = socket.gethostname()
-    for record in records.read_records(study, [TrialState.RUNNING]):
-        owner = record.owner or {}
-        if owner.get("host") == host and not alive(owner.get("pid", -1)):
-            result = TrialResult(status=Status.INTERRUPTED,
-                                 reason="the process running it stopped before it finished")
-            try:
-                records.fail_stale(study, records.trial_id(study, record.number), result)
-            except optuna.exceptions.UpdateFinishedTrialError:
-                pass  # finished meanwhile by someone else

@@ -19,14 +19,15 @@ from optuna.trial import TrialState
 from autotune.contract.config import TrainConfig
 from autotune.contract.errors import InputError
 from autotune.contract.result import Status, TrialResult
-from autotune.study import records
-from autotune.study.claim import running_twin, take_over, wait_finished
-from autotune.study.confirm import CONFIRM_SHARE, estimate_seconds
+from autotune.study.confirmation.rounds import CONFIRM_SHARE, estimate_seconds
+from autotune.study.execution.slots import Job, Slots
 from autotune.study.objective import Outcome
-from autotune.study.pruning import report_windows
-from autotune.study.slots import Job, Slots
-from autotune.study.starts import prunable
-from autotune.study.storage import ask, beating
+from autotune.study.policy.pruning import report_windows
+from autotune.study.policy.starts import prunable
+from autotune.study.store import records
+from autotune.study.store.claim import running_twin, wait_finished
+from autotune.study.store.recovery import take_over
+from autotune.study.store.storage import ask, beating
 
 __all__ = ["CONVERGED_REPEATS", "MIN_TRIAL_SECONDS", "SlotLoop"]
 

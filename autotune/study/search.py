@@ -5,8 +5,8 @@ keeps concurrent proposals apart, and a config asked while the same one runs on 
 waits for that trial's result instead of running twice (`parallel`, `slots`).
 
 Trial 0 is the baseline (PyTorch's defaults at the adapter's batch size). How each outcome is
-told to Optuna is `telling`'s; the confirmation of the leaders after the budget is
-`confirming`'s. Re-running the same command continues the same study.
+told to Optuna is `policy.telling`'s; the confirmation of the leaders after the budget is
+`confirmation.phase`'s. Re-running the same command continues the same study.
 """
 
 from __future__ import annotations
@@ -25,30 +25,30 @@ from autotune.contract.errors import ContractError
 from autotune.contract.host import available_cpus
 from autotune.contract.request import known_incompatible
 from autotune.contract.result import Status, TrialResult
-from autotune.study import records
-from autotune.study.claim import Claim, StudyLock, step_over
-from autotune.study.confirming import ConfirmPhase
+from autotune.study.confirmation.phase import ConfirmPhase
+from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
+from autotune.study.execution.layout import Layout
+from autotune.study.execution.runner import Runner
+from autotune.study.execution.slots import GangRunner, Job, Slots
 from autotune.study.interrupts import Interrupted, on_signals
-from autotune.study.layout import Layout
 from autotune.study.objective import Objective, Outcome
-from autotune.study.opening import open_study, recover_stale
+from autotune.study.opening import open_study
 from autotune.study.parallel import SlotLoop
-from autotune.study.pruning import report_copy
-from autotune.study.runner import Runner
-from autotune.study.searchspace import SearchSpace
-from autotune.study.settings import SearchListener, SearchSettings
-from autotune.study.slots import GangRunner, Job, Slots
-from autotune.study.starts import (
+from autotune.study.policy.pruning import report_copy
+from autotune.study.policy.starts import (
     EXPLORE,
     Ladder,
     diagnosed_recipe,
-    enqueue,
     follow_ups,
     initial_starts,
     unmeasured,
 )
-from autotune.study.telling import tell
-from autotune.study.winner import Winner, best_and_baseline, pick_winner
+from autotune.study.policy.telling import tell
+from autotune.study.settings import SearchListener, SearchSettings
+from autotune.study.space.bound import SearchSpace
+from autotune.study.store import records, study_attrs
+from autotune.study.store.claim import Claim, StudyLock, enqueue
+from autotune.study.store.recovery import recover_stale, step_over
 
 __all__ = ["Interrupted", "Search", "SearchListener", "SearchSettings"]
 
@@ -126,7 +126,7 @@ class Search(SlotLoop, ConfirmPhase):
 
     def winner(self) -> Winner | None:
         return pick_winner(records.read_records(self.study),
-                           records.read_confirmation(self.study))
+                           study_attrs.read_confirmation(self.study))
 
     def run(self) -> Winner | None:
         """Search, then confirm the top configs; returns the winner best.yaml reports."""
@@ -220,15 +220,15 @@ class Search(SlotLoop, ConfirmPhase):
             report_copy(trial, (outcome.ceiling,))
         if idle and s.guided:
             self._explore(affordable=outcome.unaffordable)
-        if result.fingerprint is not None and records.read_fingerprint(self.study) is None:
-            records.write_fingerprint(self.study, result.fingerprint)
+        if result.fingerprint is not None and study_attrs.read_fingerprint(self.study) is None:
+            study_attrs.write_fingerprint(self.study, result.fingerprint)
         role = records.read_role(trial)
         # A baseline failing in the adapter's own code fails alike in every config: told as
         # FAIL (it says nothing about the config, and a fixed adapter re-runs it), then stop.
         broken = bool(result.contract_error) and role == records.BASELINE
         self._tell(trial, result, budget_cut=job.budget_cut, says_nothing=broken)
-        if records.read_confirmation(self.study) is not None:
-            records.write_confirmation(self.study, None)  # stale: the study has a new trial
+        if study_attrs.read_confirmation(self.study) is not None:
+            study_attrs.write_confirmation(self.study, None)  # stale: the study has a new trial
         if role == records.BASELINE:
             self._queue_recipe()
         if role and role != records.BASELINE and s.guided:

@@ -9,10 +9,10 @@ from typing import Any, Protocol
 from autotune.contract.config import TrainConfig
 from autotune.contract.request import MeasureSettings
 from autotune.contract.result import TrialResult
-from autotune.study.confirm import Candidate
-from autotune.study.layout import Layout
-from autotune.study.storage import Heartbeat, absolute_storage
-from autotune.study.winner import Winner
+from autotune.study.confirmation.rounds import Candidate
+from autotune.study.confirmation.winner import Winner
+from autotune.study.execution.layout import Layout
+from autotune.study.store.storage import Heartbeat, absolute_storage
 
 __all__ = ["SearchListener", "SearchSettings"]
 

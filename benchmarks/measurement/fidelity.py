@@ -20,9 +20,9 @@ import tempfile
 from pathlib import Path
 
 import autotune
-from autotune.contract.stats import relative_spread
-from autotune.study.runner import SubprocessRunner
 from autotune.contract.request import TrialRequest
+from autotune.contract.stats import relative_spread
+from autotune.study.execution.runner import SubprocessRunner
 
 HERE = Path(__file__).resolve().parent
 

@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from autotune.adapter import load_adapter  # noqa: E402
 from autotune.contract.config import TrainConfig  # noqa: E402
 from autotune.contract.request import MeasureSettings, TrialRequest  # noqa: E402
-from autotune.study.forkserver import ForkServerRunner  # noqa: E402
-from autotune.study.runner import SubprocessRunner  # noqa: E402
+from autotune.study.execution.forkserver import ForkServerRunner  # noqa: E402
+from autotune.study.execution.runner import SubprocessRunner  # noqa: E402
 
 # The search's measurement (autotune/cli/search.py defaults).
 SEARCH_MEASURE = MeasureSettings(window_seconds=0.5, budget_seconds=5.0, tolerance=0.05)

@@ -3,15 +3,15 @@
     python benchmarks/measurement/spare_runs.py --adapter adapters/mlp.py [--device cpu] [--runs 4]
         [--rounds 2] [--compile none] [--json results/cpu/spare-runs/hf_text.json]
 
-A confirmation is a sequence of fresh runs. This runs the same config as `--runs` fresh runs in
-a row, once with plain fresh processes (`SubprocessRunner`) and once with spare processes
-(`SpareRunner`, `autotune.study.spare`), alternating which goes first over `--rounds` rounds
-(drift on the machine hits both alike). Per kind it reports each run's overhead: its wall
-seconds, from the runner's launch to its end, less warm-up (compile included), windows and
+A confirmation is a sequence of fresh runs. This runs the same config as `--runs` fresh runs in a
+row, once with plain fresh processes (`SubprocessRunner`) and once with spare processes
+(`SpareRunner`, `autotune.study.execution.spare_runner`), alternating which goes first over
+`--rounds` rounds (drift on the machine hits both alike). Per kind it reports each run's overhead:
+its wall seconds, from the runner's launch to its end, less warm-up (compile included), windows and
 diagnosis, the part a spare's start-up can hide, after the first run of a sequence (the first has
-no run before it). And the median rate: a spare is stopped while the run before it measures, so
-the rates should not move. Measurement lengths vary with the machine's noise (windows run until
-the median is known); the overheads do not depend on them.
+no run before it). And the median rate: a spare is stopped while the run before it measures, so the
+rates should not move. Measurement lengths vary with the machine's noise (windows run until the
+median is known); the overheads do not depend on them.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from autotune.contract.config import TrainConfig  # noqa: E402
 from autotune.contract.request import MeasureSettings, TrialRequest  # noqa: E402
 from autotune.contract.result import Status  # noqa: E402
-from autotune.study.runner import SubprocessRunner  # noqa: E402
-from autotune.study.spare import SpareRunner  # noqa: E402
+from autotune.study.execution.runner import SubprocessRunner  # noqa: E402
+from autotune.study.execution.spare_runner import SpareRunner  # noqa: E402
 
 # The search's confirmation windows (autotune/cli/search.py), with a shorter budget: the
 # measurement's length is not what this compares.

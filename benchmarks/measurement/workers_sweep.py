@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 
 import autotune
-from autotune.study.runner import SubprocessRunner
 from autotune.contract.request import TrialRequest
+from autotune.study.execution.runner import SubprocessRunner
 
 
 def main() -> int:

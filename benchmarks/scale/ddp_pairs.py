@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from autotune.contract.config import read_config  # noqa: E402
 from autotune.contract.request import MeasureSettings, TrialRequest  # noqa: E402
 from autotune.contract.result import Status  # noqa: E402
-from autotune.study.ddp_runner import DDPRunner  # noqa: E402
-from autotune.study.runner import SubprocessRunner  # noqa: E402
+from autotune.study.execution.ddp_runner import DDPRunner  # noqa: E402
+from autotune.study.execution.runner import SubprocessRunner  # noqa: E402
 
 
 def write(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from autotune.contract.config import TrainConfig, read_config  # noqa: E402
 from autotune.contract.request import MeasureSettings, TrialRequest  # noqa: E402
 from autotune.contract.result import Status  # noqa: E402
-from autotune.study.ddp_runner import DDPRunner  # noqa: E402
+from autotune.study.execution.ddp_runner import DDPRunner  # noqa: E402
 
 # One knob changed at a time from the winner (bucket sizes as in search_spaces/default.yaml).
 VARIANTS: dict[str, dict[str, Any]] = {

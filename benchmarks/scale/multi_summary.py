@@ -23,7 +23,7 @@ import optuna  # noqa: E402
 import torch  # noqa: E402
 from optuna.trial import TrialState  # noqa: E402
 
-from autotune.study.records import read_records  # noqa: E402
+from autotune.study.store.records import read_records  # noqa: E402
 
 
 def figures(work: Path, n: int) -> dict[str, Any]:

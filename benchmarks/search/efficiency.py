@@ -25,7 +25,7 @@ import optuna  # noqa: E402
 import yaml  # noqa: E402
 
 from autotune.contract.result import Status  # noqa: E402
-from autotune.study import records  # noqa: E402
+from autotune.study.store import records  # noqa: E402
 
 
 def summarize(search: Path, grid: Path, bound: str, budget: float) -> dict[str, object]:

@@ -26,8 +26,8 @@ import optuna  # noqa: E402
 from optuna.trial import TrialState  # noqa: E402
 
 from autotune.contract.request import MeasureSettings  # noqa: E402
-from autotune.study import records  # noqa: E402
 from autotune.study.objective import Objective  # noqa: E402
+from autotune.study.store import records  # noqa: E402
 
 
 def check(db: Path) -> tuple[int, float, list[str]]:

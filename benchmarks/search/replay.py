@@ -38,7 +38,7 @@ from autotune.contract.request import TrialRequest  # noqa: E402
 from autotune.contract.result import Status, TrialResult  # noqa: E402
 from autotune.outputs.display import QuietListener  # noqa: E402
 from autotune.study.search import Search, SearchSettings  # noqa: E402
-from autotune.study.space import parse_space  # noqa: E402
+from autotune.study.space.file import parse_space  # noqa: E402
 
 POLICIES = {
     "autotune": {"guided": True, "prune": True, "sampler": "tpe"},

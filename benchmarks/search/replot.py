@@ -17,7 +17,7 @@ import yaml
 
 from autotune.outputs.draw import save_plot
 from autotune.outputs.plot import plot_data
-from autotune.study.records import ConfirmationEntry
+from autotune.study.store.study_attrs import ConfirmationEntry
 
 
 def replot(folder: Path) -> Path:

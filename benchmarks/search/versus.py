@@ -27,7 +27,7 @@ import autotune  # noqa: E402
 from autotune.contract.config import TrainConfig  # noqa: E402
 from autotune.contract.request import MeasureSettings, TrialRequest  # noqa: E402
 from autotune.contract.result import Status  # noqa: E402
-from autotune.study.runner import SubprocessRunner  # noqa: E402
+from autotune.study.execution.runner import SubprocessRunner  # noqa: E402
 
 
 def grid_optimum(path: Path) -> tuple[TrainConfig, float]:

@@ -11,8 +11,8 @@ import pytest
 from autotune import Adapter, TrainConfig
 from autotune.contract.config import KNOB, KNOBS, describe_config
 from autotune.contract.knobs import AMP_DTYPES, COMPILE_MODES, MIN_SPLIT_SIZE_MB, KnobSpec, knob
-from autotune.study.space import parse_space
-from autotune.study.searchspace import Condition
+from autotune.study.space.bound import Condition
+from autotune.study.space.file import parse_space
 
 FULL = TrainConfig(batch_size=64, grad_accum=2, num_workers=3, prefetch_factor=4, pin_memory=True,
                    persistent_workers=True, amp_dtype="bf16", compile="max-autotune",

@@ -15,7 +15,7 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.ranks import read_pids, read_ranks
 from autotune.contract.request import MeasureSettings, TrialRequest
 from autotune.contract.result import Status
-from autotune.study.ddp_runner import DDPRunner
+from autotune.study.execution.ddp_runner import DDPRunner
 
 pytestmark = pytest.mark.requires_cuda
 if torch.cuda.device_count() < 2:

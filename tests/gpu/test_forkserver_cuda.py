@@ -13,8 +13,8 @@ import torch
 from autotune.contract.config import TrainConfig
 from autotune.contract.request import MeasureSettings, TrialRequest
 from autotune.contract.result import Status
-from autotune.study.forkserver import ForkServerRunner
-from autotune.study.spare import SpareRunner
+from autotune.study.execution.forkserver import ForkServerRunner
+from autotune.study.execution.spare_runner import SpareRunner
 
 pytestmark = pytest.mark.requires_cuda
 if not torch.cuda.is_available():

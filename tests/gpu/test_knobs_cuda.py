@@ -18,11 +18,11 @@ import torch
 from torch import nn
 
 import autotune
-from autotune.trial.compose import TrainStep
 from autotune.contract.config import TrainConfig
-from autotune.contract.result import Status
-from autotune.study.runner import SubprocessRunner
 from autotune.contract.request import TrialRequest
+from autotune.contract.result import Status
+from autotune.study.execution.runner import SubprocessRunner
+from autotune.trial.compose import TrainStep
 
 pytestmark = pytest.mark.requires_cuda
 

@@ -13,9 +13,10 @@ from helpers import stored_trial
 
 from autotune import Fingerprint, TrainConfig, load_config
 from autotune.outputs.best import best_document, yaml_header
-from autotune.study.records import ConfirmationEntry, StudyInfo, TrialRecord
+from autotune.study.confirmation.winner import Winner, pick_winner
 from autotune.study.search import SearchSettings
-from autotune.study.winner import Winner, pick_winner
+from autotune.study.store.records import TrialRecord
+from autotune.study.store.study_attrs import ConfirmationEntry, StudyInfo
 
 INFO = StudyInfo(adapter="adapters/mlp.py", unit="images", space="search_spaces/cpu.yaml",
                  device="cpu")

@@ -23,8 +23,8 @@ from autotune.outputs.display import QuietListener
 from autotune.outputs.report import write_outputs
 from autotune.outputs.show import show
 from autotune.study.search import Search, SearchSettings
-from autotune.study.space import parse_space
-from autotune.study.storage import open_storage
+from autotune.study.space.file import parse_space
+from autotune.study.store.storage import open_storage
 
 optuna_dashboard = pytest.importorskip(
     "optuna_dashboard", reason="the dashboard check needs it: pip install -e '.[test]'")

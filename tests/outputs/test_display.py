@@ -15,10 +15,11 @@ from rich.text import Text
 from autotune import Noise, Status, TrainConfig, TrialResult
 from autotune.contract.noise import OtherProcess
 from autotune.outputs.display import QuietListener, RichDisplay, make_console
-from autotune.study.confirm import Candidate
-from autotune.study.records import ConfirmationEntry, TrialRecord
+from autotune.study.confirmation.rounds import Candidate
+from autotune.study.confirmation.winner import Winner
 from autotune.study.search import SearchSettings
-from autotune.study.winner import Winner
+from autotune.study.store.records import TrialRecord
+from autotune.study.store.study_attrs import ConfirmationEntry
 
 BASE = TrainConfig(batch_size=8)
 FAST = TrainConfig(batch_size=32, num_workers=2, amp_dtype="bf16")

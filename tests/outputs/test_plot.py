@@ -12,7 +12,7 @@ import pytest
 from autotune.outputs.draw import save_plot, title
 from autotune.outputs.plot import Confirmed, plot_data, search_clock
 from autotune.outputs.table import rows_to_csv
-from autotune.study.records import ConfirmationEntry
+from autotune.study.store.study_attrs import ConfirmationEntry
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -12,9 +12,9 @@ from rich.console import Console
 from autotune import InputError, MeasureSettings, Status, TrainConfig, TrialResult
 from autotune.outputs.report import write_outputs
 from autotune.outputs.show import load_study, show
-from autotune.study import records
 from autotune.study.search import SearchSettings
-from autotune.study.storage import open_storage
+from autotune.study.store import records, study_attrs
+from autotune.study.store.storage import open_storage
 
 # The study `show` reads: the baseline, a batch that ran out of memory, a faster one.
 OUTCOMES = [
@@ -37,7 +37,7 @@ def run_study(out: Path, storage: str, trials: int = 3) -> None:
     out.mkdir(parents=True, exist_ok=True)
     study = optuna.create_study(storage=open_storage(settings.storage), study_name="shown",
                                 direction="maximize")
-    records.write_info(study, records.StudyInfo(adapter="tiny.py", unit="samples",
+    study_attrs.write_info(study, study_attrs.StudyInfo(adapter="tiny.py", unit="samples",
                                                 space="space.yaml", device="cpu"))
     for role, config, result in OUTCOMES[:trials]:
         records.enqueue_config(study, {}, role)

@@ -13,8 +13,9 @@ from optuna.trial import TrialState
 from autotune import TrainConfig
 from autotune.contract.config import KNOBS
 from autotune.outputs.table import COLUMNS, rows_to_csv, trial_rows
-from autotune.study.records import ConfirmationEntry, TrialRecord
-from autotune.study.winner import pick_winner
+from autotune.study.confirmation.winner import pick_winner
+from autotune.study.store.records import TrialRecord
+from autotune.study.store.study_attrs import ConfirmationEntry
 
 KNOB_NAMES = tuple(spec.name for spec in KNOBS)
 

@@ -13,7 +13,7 @@ from optuna.trial import TrialState
 from autotune import Diagnosis, MeasureSettings, Status, TrainConfig, TrialResult, Verdict
 from autotune.contract.request import TrialRequest
 from autotune.study.objective import Objective, Outcome
-from autotune.study.records import TrialRecord
+from autotune.study.store.records import TrialRecord
 
 MEASURE = MeasureSettings(budget_seconds=5.0)
 GRAPHS_WITH_ACCUM = TrainConfig(batch_size=8, grad_accum=2, compile="reduce-overhead")

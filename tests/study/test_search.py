@@ -24,12 +24,12 @@ from autotune.contract.phases import PHASES
 from autotune.contract.request import TrialRequest
 from autotune.outputs.display import QuietListener
 from autotune.outputs.report import write_outputs
+from autotune.study.execution.runner import InProcessRunner
 from autotune.study.parallel import CONVERGED_REPEATS
-from autotune.study.records import TrialRecord, read_records
-from autotune.study.runner import InProcessRunner
+from autotune.study.policy.starts import EXPLORE
 from autotune.study.search import Interrupted, Search, SearchSettings
-from autotune.study.space import SearchSpace, parse_space
-from autotune.study.starts import EXPLORE
+from autotune.study.space.file import SearchSpace, parse_space
+from autotune.study.store.records import TrialRecord, read_records
 
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
 

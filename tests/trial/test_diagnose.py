@@ -20,7 +20,7 @@ from helpers import TEST_ADAPTERS, FakeClock
 from autotune import Diagnosis, MeasureSettings, Status, TrainConfig, TrialResult, load_adapter
 from autotune.contract.fmt import human
 from autotune.contract.request import TrialRequest
-from autotune.study.runner import InProcessRunner
+from autotune.study.execution.runner import InProcessRunner
 from autotune.trial.compose import TrainStep
 from autotune.trial.diagnose import (
     HEAVY_DATA_WAIT,

@@ -1,0 +1,132 @@
+"""Is one config's lead over another real, or within the noise of their runs?
+
+Confirmation re-runs the leaders in fresh processes; each run's rate is one sample of what a
+config does on this machine. A lead is *clear* when the leader's worst run beats the other's best
+run, or when a bootstrap interval of the ratio of their medians lies above 1 (the two agree for
+two or three runs each; the bootstrap helps from about five). A config measured only once fresh
+also counts its search trial as a run: a second opinion, from a forked process and shorter
+windows, that only makes a lead harder to call when the search was lucky.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import statistics
+from collections.abc import Sequence
+
+from autotune.study.store.study_attrs import ConfirmationEntry
+
+__all__ = ["DISAGREE", "EQUAL", "Standing", "clearly_ahead", "disagreement", "equivalent",
+           "evidence", "ratio_interval", "standing"]
+
+DISAGREE = 2.0
+"""Runs of one config whose fastest is this many times its slowest contradict each other: the
+machine, not the config, set their rates (the issue that motivated this read 55 and 2.8k/s)."""
+# A percentile bootstrap's interval is stable to about a percent from a few thousand resamples
+# (Efron & Tibshirani 1993, "An Introduction to the Bootstrap", ch. 13).
+RESAMPLES = 2000
+LEVEL = 0.95
+EQUAL = 0.02
+"""Configs whose ratio of medians is known to lie within this of 1 are as fast as each other for
+any purpose (the confirmation's own tolerance): more runs would not make one the winner."""
+
+
+def evidence(entry: ConfirmationEntry) -> tuple[float, ...]:
+    """The runs a decision weighs: the fresh ones, plus the search trial's rate while there is
+    fewer than two fresh ones."""
+    runs = tuple(entry.throughputs)
+    if len(runs) < 2 and entry.search_throughput > 0:
+        runs += (entry.search_throughput,)
+    return runs
+
+
+def disagreement(values: Sequence[float]) -> float:
+    """Fastest over slowest (1.0 for one value or none; infinite with a rate of 0)."""
+    if len(values) < 2:
+        return 1.0
+    low = min(values)
+    return max(values) / low if low > 0 else math.inf
+
+
+def ratio_interval(a: Sequence[float], b: Sequence[float], *, seed: int = 0
+                   ) -> tuple[float, float]:
+    """The 95% percentile-bootstrap interval of median(a) / median(b): resample each with
+    replacement, take the ratio of the medians, read its 2.5th and 97.5th percentiles."""
+    if not a or not b:
+        raise ValueError(f"need runs on both sides, got {len(a)=} and {len(b)=}")
+    rng = random.Random(seed)  # reproducible: the same runs always give the same interval
+    ratios = []
+    for _ in range(RESAMPLES):
+        den = statistics.median(rng.choices(b, k=len(b)))
+        num = statistics.median(rng.choices(a, k=len(a)))
+        ratios.append(num / den if den > 0 else math.inf)
+    ratios.sort()
+    tail = (1 - LEVEL) / 2
+    return ratios[int(tail * RESAMPLES)], ratios[min(RESAMPLES - 1, int((1 - tail) * RESAMPLES))]
+
+
+def clearly_ahead(a: Sequence[float], b: Sequence[float]) -> bool:
+    """Whether runs `a` beat runs `b` beyond their noise (two runs each at least)."""
+    if len(a) < 2 or len(b) < 2:
+        return False
+    return min(a) > max(b) or ratio_interval(a, b)[0] > 1.0
+
+
+def equivalent(a: Sequence[float], b: Sequence[float]) -> bool:
+    """Whether fresh runs `a` and `b` (two each at least) show the two configs equally fast:
+    the interval of their ratio lies within `EQUAL` of 1."""
+    if len(a) < 2 or len(b) < 2:
+        return False
+    low, high = ratio_interval(a, b)
+    return low >= 1 / (1 + EQUAL) and high <= 1 + EQUAL
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Standing:
+    """Where the confirmed configs stand after the runs so far (trial numbers of the search)."""
+
+    leader: ConfirmationEntry | None
+    """The highest median of fresh runs (None when no run was ok)."""
+    behind: tuple[int, ...]
+    """Clearly behind the leader: they need no more runs."""
+    contenders: tuple[int, ...]
+    """Within the noise of the leader: more runs may separate them."""
+    failed: tuple[int, ...]
+    """No fresh run was ok (out of memory, an error, a timeout)."""
+    equal: tuple[int, ...] = ()
+    """As fast as the leader, shown by their fresh runs (`equivalent`): no run would part them."""
+
+    @property
+    def settled(self) -> bool:
+        """Nothing more runs could change: every other config is behind the leader or as fast,
+        and the leader has two fresh runs."""
+        return (self.leader is not None and len(self.leader.throughputs) >= 2
+                and not self.contenders)
+
+    @property
+    def clear(self) -> bool:
+        """The leader is ahead of every other config, with two fresh runs of its own."""
+        return self.settled and not self.equal
+
+
+def standing(entries: Sequence[ConfirmationEntry]) -> Standing:
+    ran = [e for e in entries if e.median is not None]
+    failed = tuple(e.trial for e in entries if e.median is None and e.statuses)
+    if not ran:
+        return Standing(leader=None, behind=(), contenders=(), failed=failed)
+    leader = max(ran, key=lambda e: e.median or 0.0)
+    lead = evidence(leader)
+    behind, contenders, equal = [], [], []
+    for e in ran:
+        if e is leader:
+            continue
+        if clearly_ahead(lead, evidence(e)):
+            behind.append(e.trial)
+        elif equivalent(leader.throughputs, e.throughputs):
+            equal.append(e.trial)
+        else:
+            contenders.append(e.trial)
+    return Standing(leader=leader, behind=tuple(behind), contenders=tuple(contenders),
+                    failed=failed, equal=tuple(equal))

@@ -1,0 +1,1 @@
+"""How a trial runs: its slot, its process (fresh, forked, spare or DDP ranks); no Optuna."""

@@ -1,0 +1,229 @@
+"""Where a search starts: the baseline, the hand recipe, then follow-ups the diagnosis points at.
+
+A short budget cannot afford random exploration of ten knobs. After the baseline and the
+common hand recipe, each guided trial's own diagnosis says which knob to push next: an
+input-bound step wants every core loading, a compute-bound one a larger batch, an
+overhead-bound one CUDA graphs and a larger batch. The ladder climbs while it pays; the
+sampler (TPE) takes over when it stops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import optuna
+
+from autotune.adapter import Adapter
+from autotune.contract.config import TrainConfig
+from autotune.contract.request import known_incompatible
+from autotune.contract.result import Status, Verdict
+from autotune.study.policy.recipes import hand_recipe
+from autotune.study.space.bound import SearchSpace
+from autotune.study.store import records
+from autotune.study.store.records import TrialRecord
+
+__all__ = ["EXPLORE", "Ladder", "diagnosed_recipe", "follow_ups", "initial_starts", "prunable",
+           "unmeasured"]
+
+Start = tuple[str, TrainConfig]
+
+FOLLOW = "follow: "
+"""The role prefix of a guided follow-up."""
+
+EXPLORE = "explore"
+"""The role prefix of a random config not measured yet, queued when the sampler proposed a
+config measured before: the budget buys a new configuration instead of a copy."""
+
+
+def prunable(role: str) -> bool:
+    """The sampler's own trials and exploration may be pruned; the guided starts (baseline,
+    recipe, follow-ups) are measured to the end: every ratio and the ladder depend on them."""
+    return role == "" or role.startswith(EXPLORE)
+
+
+def unmeasured(space: SearchSpace, new: Callable[[TrainConfig], bool], *, seed: int | None,
+               draws: int = 50) -> TrainConfig | None:
+    """A random config of the space for which `new` holds (not measured, not refused), or
+    None when `draws` random draws found none (a small space, spent)."""
+    scratch = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    for _ in range(draws):
+        config = space.suggest(scratch.ask())
+        if new(config):
+            return config
+    return None
+
+
+def initial_starts(space: SearchSpace, adapter: type[Adapter], *, device: str, cpus: int) -> list[Start]:
+    starts = [(records.BASELINE, space.baseline)]
+    # The recipe as near as the space allows (a space without pinning gets it unpinned).
+    recipe = space.project(hand_recipe(adapter, device=device, cpus=cpus))
+    if space.holds(recipe) and recipe != space.baseline:
+        starts.append(("recipe", recipe))
+    return starts
+
+
+def diagnosed_recipe(space: SearchSpace, recipe: TrainConfig, baseline: TrialRecord, *,
+                     device: str) -> TrainConfig:
+    """The hand recipe as the baseline's diagnosis points it: every core loading when the
+    baseline is input-bound; the largest batch when it is compute-bound (the device is used
+    better the more it is given) or overhead-bound (a launch-bound step takes about as long at
+    any batch), with CUDA graphs when overhead-bound on a GPU. Each is a step the ladder would take
+    after the recipe anyway, and each step skipped is a trial saved, a cold compile where the
+    batch changes (GPT-2 on an H100: 34-42 s). A batch that does not fit is halved back from
+    there (`_bisect`). Unchanged when the baseline was not diagnosed."""
+    diagnosis = baseline.result.diagnosis if baseline.result is not None else None
+    verdict = diagnosis.verdict if diagnosis is not None else None
+    if verdict is Verdict.INPUT:
+        workers = _most_workers(space)
+        more = space.changed(recipe, num_workers=workers)
+        return more if workers > recipe.num_workers and space.holds(more) else recipe
+    if verdict not in (Verdict.COMPUTE, Verdict.OVERHEAD):
+        return recipe
+    larger = [b for b in space.batch_sizes() if b > recipe.batch_size]
+    tuned = space.with_batch(recipe, larger[-1]) if larger else recipe
+    if verdict is Verdict.OVERHEAD and device == "cuda" \
+            and "reduce-overhead" in space.values("compile"):
+        graphs = tuned.replace(compile="reduce-overhead")
+        if known_incompatible(graphs, device) is None and space.holds(graphs):
+            tuned = graphs
+    return tuned if space.holds(tuned) else recipe
+
+
+def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, *,
+               device: str) -> list[Start]:
+    """What an expert tries after a guided trial: climb first, then check the choices made.
+
+    A guided step that becomes the best climbs on: CUDA graphs (`reduce-overhead`) when it
+    is overhead-bound; every core loading and a deeper prefetch when input-bound; the next
+    larger batch. Where the climb stops (no larger batch, or a step that did not beat the best,
+    or ran out of memory: the wall, beyond which batches are implied out of memory), the best
+    config's own choices are checked one knob at a time: compile on or off, and on a CPU, where
+    loader workers take cores from the step's own threads, no workers.
+    """
+    if done.config is None or done.result is None or best is None or best.config is None \
+            or best.result is None:
+        return []
+    config = best.config
+    diagnosis = best.result.diagnosis
+    verdict = diagnosis.verdict if diagnosis is not None else None
+    if best.number != done.number:
+        between = _bisect(space, done, best)
+        if between is not None:
+            return _label(space, [between])
+        if done.role != "recipe":
+            return _label(space, _checks(space, config, device, verdict))
+    climb: list[TrainConfig] = []
+    if verdict is Verdict.OVERHEAD and "reduce-overhead" in space.values("compile") \
+            and config.compile != "reduce-overhead":
+        # CUDA graphs replay the whole step's kernels with one launch (torch.compile docs).
+        climb.append(config.replace(compile="reduce-overhead"))
+    if verdict is Verdict.INPUT:
+        workers = _most_workers(space)
+        if workers > config.num_workers:
+            climb.append(space.changed(config, num_workers=workers))
+        prefetch = max((p for p in space.values("prefetch_factor") if p), default=None)
+        if prefetch and (config.prefetch_factor or 2) < prefetch and config.num_workers:
+            climb.append(config.replace(prefetch_factor=prefetch))
+    elif config.num_workers == 0 and (best.result.data_wait_fraction or 0.0) >= 0.05:
+        # Not input-bound, yet the step waited for data: loading in the training process
+        # takes host time the step needs (CUDA graphs leave little else on the host).
+        workers = [w for w in space.values("num_workers") if isinstance(w, int) and w > 0]
+        if workers:
+            climb.append(space.changed(config, num_workers=workers[len(workers) // 2]))
+    larger = sorted(b for b in space.batch_sizes() if b > config.batch_size)
+    if larger:
+        if verdict in (Verdict.OVERHEAD, Verdict.COMPUTE):
+            # A launch-bound step takes about as long at any batch, and a compute-bound one
+            # uses the device better the more it is given: try the largest at once. If it
+            # does not fit, the ladder halves the way back (`_bisect`); each rung skipped is
+            # a compile saved.
+            climb.append(space.with_batch(config, larger[-1]))
+        else:
+            climb.append(space.with_batch(config, larger[0]))
+    else:
+        climb += _checks(space, config, device, verdict)
+    return _label(space, climb)
+
+
+def _most_workers(space: SearchSpace) -> int:
+    """Every core loading: the most loader workers the space holds."""
+    return max((w for w in space.values("num_workers") if isinstance(w, int)), default=0)
+
+
+def _bisect(space: SearchSpace, done: TrialRecord, best: TrialRecord) -> TrainConfig | None:
+    """After a larger batch than the best's ran out of memory, the batch halfway between them
+    (the best config's other knobs kept), while one is left between. The recipe's climb (tried
+    at the largest batch, `diagnosed_recipe`) halves from the user's batch, keeping its knobs."""
+    if done.status is not Status.OOM or done.config is None or best.config is None:
+        return None
+    low, high = best.config.batch_size, done.config.batch_size
+    if space.with_batch(done.config, low) != best.config:
+        if done.role != "recipe" and not done.role.startswith(FOLLOW):
+            return None  # the OOM was another config's, not a climb's
+        low = space.baseline.batch_size  # it ran (as the baseline)
+    between = [b for b in space.batch_sizes() if low < b < high]
+    return space.with_batch(done.config, between[len(between) // 2]) if between else None
+
+
+def _checks(space: SearchSpace, config: TrainConfig, device: str,
+            verdict: Verdict | None) -> list[TrainConfig]:
+    """Whether the best config's own choices pay: each one undone (or done) alone.
+
+    Compile first (the most at stake). Then, on a GPU, the choices that cost host resources
+    or memory but keep the compiled graph (so each check is a compile-cache hit, seconds):
+    fewer loader workers when the step is not input-bound, pinning, the allocator's
+    expandable segments. A check that ties keeps the cheaper config in the confirmation.
+    """
+    checks = []
+    compiles = space.values("compile")
+    if config.compile != "none" and "none" in compiles:
+        checks.append(config.replace(compile="none"))
+    elif config.compile == "none" and "default" in compiles:
+        checks.append(config.replace(compile="default"))
+    workers = space.values("num_workers")
+    if device == "cpu" and config.num_workers and 0 in workers:
+        checks.append(space.changed(config, num_workers=0))
+        if config.compile != "none" and "none" in compiles:
+            checks.append(space.changed(config, num_workers=0, compile="none"))
+    if device != "cpu":
+        fewer = [w for w in workers if isinstance(w, int) and 0 < w <= config.num_workers // 4]
+        if verdict is not Verdict.INPUT and fewer:
+            checks.append(space.changed(config, num_workers=fewer[-1]))
+        if config.num_workers and len(space.values("pin_memory")) > 1:
+            checks.append(config.replace(pin_memory=not config.pin_memory))
+        if len(space.values("expandable_segments")) > 1:
+            checks.append(config.replace(expandable_segments=not config.expandable_segments))
+    return checks
+
+
+def _label(space: SearchSpace, configs: list[TrainConfig]) -> list[Start]:
+    return [(f"{FOLLOW}{c.describe()}", c) for c in configs if space.holds(c)]
+
+
+class Ladder:
+    """The follow-ups not yet run, handed to the study one at a time.
+
+    A new best's follow-ups go before those of the configs it beat: the climb follows the best
+    at once instead of first finishing an older, slower config's list (on the launch-bound
+    grid, the baseline's eager larger batches ran before the CUDA-graph ones that the new best
+    pointed at). Kept in this process: a resumed study goes on with the sampler.
+    """
+
+    def __init__(self) -> None:
+        self.pending: list[Start] = []
+
+    def add(self, starts: list[Start], *, new_best: bool) -> None:
+        fresh = [s for s in starts if s not in self.pending]
+        kept = [s for s in self.pending if s not in fresh]
+        self.pending = fresh + kept if new_best else kept + fresh
+
+    def feed(self, study: optuna.Study, space: SearchSpace) -> None:
+        """Enqueue the next pending start unless the study already has one waiting."""
+        if any(t.state == optuna.trial.TrialState.WAITING
+               for t in study.get_trials(deepcopy=False)):
+            return
+        while self.pending:
+            role, config = self.pending.pop(0)
+            if not records.role_taken(study, role):
+                records.enqueue_config(study, space.params_for(config), role)
+                return

@@ -1,0 +1,299 @@
+"""Which config a study hands back: the confirmed winner, else the search's fastest ok trial,
+with the baseline it is compared against."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from helpers import stored_trial
+from optuna.trial import TrialState
+
+from autotune import TrainConfig
+from autotune.outputs.best import decision_note
+from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
+from autotune.study.store.records import TrialRecord
+from autotune.study.store.study_attrs import ConfirmationEntry
+
+
+def config(**changes: Any) -> dict[str, Any]:
+    return TrainConfig(batch_size=8).replace(**changes).to_dict()
+
+
+def ok(number: int, value: float, baseline: bool = False, **changes: Any) -> TrialRecord:
+    attrs: dict[str, Any] = {"config": config(**changes),
+                             "result": {"status": "ok", "throughput": value}}
+    if baseline:
+        attrs.update(role="baseline", baseline=True)
+    return stored_trial(number, value=value, attrs=attrs)
+
+
+def failed(number: int, status: str, value: float = 0.0, baseline: bool = False) -> TrialRecord:
+    attrs: dict[str, Any] = {"config": config(), "result": {"status": status, "reason": status}}
+    if baseline:
+        attrs.update(role="baseline", baseline=True)
+    return stored_trial(number, value=value, attrs=attrs)
+
+
+def entry(trial: int, median: float | None, *, baseline: bool = False,
+          runs: tuple[float, ...] = ()) -> ConfirmationEntry:
+    return ConfirmationEntry(trial=trial, baseline=baseline, search_throughput=0.0,
+                             throughputs=runs, median=median, spread=None,
+                             statuses=("ok",) * len(runs))
+
+
+@pytest.fixture
+def trials() -> list[TrialRecord]:
+    return [
+        ok(0, 100.0, baseline=True),
+        ok(1, 250.0, batch_size=32, amp_dtype="bf16"),
+        failed(2, "oom"),
+        ok(3, 180.0, batch_size=16),
+        stored_trial(4, state=TrialState.RUNNING, attrs={"config": config(batch_size=64)}),
+    ]
+
+
+# -- best and baseline ----------------------------------------------------------------------------
+
+
+def test_best_and_baseline(trials: list[TrialRecord]) -> None:
+    best, baseline = best_and_baseline(trials)
+    assert best is not None and best.number == 1
+    assert baseline == 100.0
+
+
+def test_best_ignores_trials_that_did_not_run_ok() -> None:
+    odd = failed(1, "oom", value=1e9)  # a value on a failed trial must not make it the best
+    best, baseline = best_and_baseline([ok(0, 100.0, baseline=True), odd])
+    assert best is not None and best.number == 0
+    assert baseline == 100.0
+
+
+def test_no_baseline_when_it_failed() -> None:
+    best, baseline = best_and_baseline([failed(0, "oom", baseline=True), ok(1, 50.0)])
+    assert best is not None and best.number == 1
+    assert baseline is None
+
+
+def test_nothing_ok() -> None:
+    assert best_and_baseline([failed(0, "error"), failed(1, "timeout")]) == (None, None)
+    assert best_and_baseline([]) == (None, None)
+
+
+# -- the winner ------------------------------------------------------------------------------------
+
+
+def test_pick_winner_without_confirmation(trials: list[TrialRecord]) -> None:
+    winner = pick_winner(trials, None)
+    assert winner is not None
+    assert winner.record.number == 1
+    assert winner.record.config == TrainConfig(batch_size=32, amp_dtype="bf16")
+    assert winner.throughput == 250.0 and winner.baseline == 100.0
+    assert winner.speedup == pytest.approx(2.5)
+    assert winner.confirmation is None
+    assert pick_winner(trials, []) == winner  # an empty confirmation is none
+    assert pick_winner([failed(0, "oom")], None) is None
+
+
+def test_pick_winner_from_confirmation_runs(trials: list[TrialRecord]) -> None:
+    # Re-measured, trial 3 beats trial 1 (whose search window was lucky).
+    confirmation = [entry(3, 200.0, runs=(199.0, 201.0)), entry(1, 190.0, runs=(185.0, 195.0)),
+                    entry(0, 95.0, baseline=True, runs=(94.0, 96.0))]
+    winner = pick_winner(trials, confirmation)
+    assert winner is not None
+    assert winner.record.number == 3
+    assert winner.throughput == 200.0 and winner.baseline == 95.0
+    assert winner.confirmation == confirmation
+
+
+def test_confirmation_without_the_baseline_keeps_the_searched_baseline(
+    trials: list[TrialRecord],
+) -> None:
+    winner = pick_winner(trials, [entry(3, 200.0, runs=(200.0,))])
+    assert winner is not None and winner.baseline == 100.0
+
+
+def test_confirmation_where_every_run_failed_falls_back_to_the_search(
+    trials: list[TrialRecord],
+) -> None:
+    winner = pick_winner(trials, [entry(3, None)])
+    assert winner is not None
+    assert winner.record.number == 1 and winner.throughput == 250.0
+    assert winner.confirmation is None
+
+
+def test_confirmation_of_a_trial_the_study_no_longer_holds_is_ignored(
+    trials: list[TrialRecord],
+) -> None:
+    winner = pick_winner(trials, [entry(99, 1000.0, runs=(1000.0,))])
+    assert winner is not None and winner.record.number == 1 and winner.confirmation is None
+
+
+def test_speedup_needs_a_baseline(trials: list[TrialRecord]) -> None:
+    record = trials[1]
+    assert Winner(record, 250.0, None, None).speedup is None
+    assert Winner(record, 250.0, 0.0, None).speedup is None
+    assert Winner(record, 250.0, 125.0, None).speedup == 2.0
+
+
+# -- the decision: clear lead, or a tie settled by cost ------------------------------------------
+
+
+def run(number: int, *, memory: float | None = None, baseline: bool = False,
+        role: str = "", confirms: int | None = None, value: float = 100.0,
+        **changes: Any) -> TrialRecord:
+    """A trial that ran ok, with its peak memory (what a tie is settled on first)."""
+    attrs: dict[str, Any] = {"config": config(**changes), "role": "baseline" if baseline else role,
+                             "result": {"status": "ok", "throughput": value,
+                                        "peak_reserved_mb": memory}}
+    if confirms is not None:
+        attrs["confirms"] = confirms
+    return stored_trial(number, value=value, attrs=attrs)
+
+
+def runs(trial: int, *values: float, search: float = 0.0, baseline: bool = False
+         ) -> ConfirmationEntry:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return ConfirmationEntry(trial=trial, baseline=baseline, search_throughput=search,
+                             throughputs=values, median=median, spread=None,
+                             statuses=("ok",) * len(values))
+
+
+def test_a_clear_lead_is_high_confidence() -> None:
+    recs = [run(0, baseline=True), run(1, batch_size=16), run(2, batch_size=32)]
+    winner = pick_winner(recs, [runs(2, 300.0, 310.0), runs(1, 200.0, 205.0),
+                                runs(0, 100.0, search=95.0, baseline=True)])
+    assert winner is not None and winner.record.number == 2 and winner.decision is not None
+    d = winner.decision
+    assert (d.confidence, d.verdict, d.runner_up, d.runs, d.tied) == ("high", "clear lead", 1, 2, ())
+    assert d.interval == pytest.approx((300.0 / 205.0, 310.0 / 200.0))
+    assert d.speedup_confirmed and d.baseline_spread == pytest.approx(100.0 / 95.0)
+    assert winner.throughput == 305.0 and winner.baseline == 100.0
+
+
+def test_runs_that_contradict_each_other_are_never_confident() -> None:
+    # What the issue saw on a busy 2-core machine: the winner's runs 6.9k and 14.6k, the
+    # baseline's 55 and 2.8k, the search had measured the winner below the baseline.
+    recs = [run(0, baseline=True, memory=100.0), run(4, batch_size=16, memory=200.0),
+            run(7, batch_size=32, memory=400.0)]
+    confirmation = [runs(7, 6900.0, 14600.0, search=740.0), runs(4, 5000.0, 9000.0, search=2100.0),
+                    runs(0, 55.0, 2800.0, search=2000.0, baseline=True)]
+    winner = pick_winner(recs, confirmation)
+    assert winner is not None and winner.decision is not None
+    d = winner.decision
+    assert d.confidence == "low" and d.verdict == "tie within noise"
+    assert d.tied == (7, 4)
+    assert winner.record.number == 4 and d.leader == 7  # the cheaper of the two: less memory
+    assert d.interval is not None and d.interval[0] < 1.0 < d.interval[1]
+    assert not d.speedup_confirmed and d.baseline_spread == pytest.approx(2800.0 / 55.0)
+
+
+def test_a_clear_lead_with_runs_twice_apart_is_low_confidence() -> None:
+    recs = [run(0, baseline=True), run(2, batch_size=32)]
+    winner = pick_winner(recs, [runs(2, 300.0, 700.0), runs(0, 100.0, 105.0, baseline=True)])
+    assert winner is not None and winner.decision is not None
+    assert winner.decision.verdict == "clear lead" and winner.decision.confidence == "low"
+    assert winner.decision.spread == pytest.approx(700.0 / 300.0)
+
+
+def test_a_clear_lead_whose_own_runs_scatter_is_low_confidence() -> None:
+    # Ahead beyond doubt (its slowest run beats the runner-up's fastest), but its own runs
+    # 1.5x apart: its rate is not known well enough to be sure of the figure.
+    recs = [run(0, baseline=True), run(1, batch_size=16), run(2, batch_size=32)]
+    confirmation = [runs(2, 400.0, 600.0), runs(1, 200.0, 205.0),
+                    runs(0, 100.0, 102.0, baseline=True)]
+    d = pick_winner(recs, confirmation).decision
+    assert d is not None and (d.verdict, d.confidence) == ("clear lead", "low")
+    assert "its own runs are 1.5x apart" in decision_note(pick_winner(recs, confirmation))
+    # Within the spread warning's 10%, the same lead is high.
+    confirmation[0] = runs(2, 500.0, 540.0)
+    d = pick_winner(recs, confirmation).decision
+    assert d is not None and (d.verdict, d.confidence) == ("clear lead", "high")
+    # Low for the baseline's runs 2x apart only: the note does not blame the winner's.
+    confirmation[2] = runs(0, 100.0, 230.0, baseline=True)
+    winner = pick_winner(recs, confirmation)
+    assert winner.decision is not None and winner.decision.confidence == "low"
+    assert "own runs" not in decision_note(winner)
+
+
+def test_one_fresh_run_is_too_few_for_high_confidence() -> None:
+    recs = [run(0, baseline=True), run(2, batch_size=32)]
+    winner = pick_winner(recs, [runs(2, 300.0, search=310.0),
+                                runs(0, 100.0, search=105.0, baseline=True)])
+    assert winner is not None and winner.decision is not None
+    assert (winner.decision.verdict, winner.decision.confidence) == ("too few runs", "low")
+
+
+@pytest.mark.parametrize(("a", "b", "cheaper"), [
+    ({"memory": 1000.0}, {"memory": 2000.0}, "a"),  # less memory first...
+    # ...memory within 10% is the same: fewer workers
+    ({"memory": 1000.0, "num_workers": 4}, {"memory": 1050.0, "num_workers": 2}, "b"),
+    ({"memory": 1000.0, "compile": "default"}, {"memory": 1000.0}, "b"),  # then no compile
+    ({"memory": None, "num_workers": 1}, {"memory": None}, "b"),  # memory unknown on both
+])
+def test_a_tie_picks_the_cheaper_config(a: dict[str, Any], b: dict[str, Any], cheaper: str) -> None:
+    recs = [run(0, baseline=True), run(1, batch_size=16, **a), run(2, batch_size=32, **b)]
+    # Trial 1 leads by its median, within the noise of trial 2's runs.
+    winner = pick_winner(recs, [runs(1, 210.0, 190.0, 215.0), runs(2, 200.0, 212.0, 195.0),
+                                runs(0, 100.0, 101.0, baseline=True)])
+    assert winner is not None and winner.decision is not None
+    assert winner.decision.verdict == "tie within noise" and winner.decision.tied == (1, 2)
+    assert winner.record.number == (1 if cheaper == "a" else 2)
+    assert winner.throughput == (210.0 if cheaper == "a" else 200.0)  # its own median
+    assert winner.decision.confidence == "low"
+
+
+def test_the_winner_names_its_trial_in_the_study() -> None:
+    recs = [run(0, baseline=True), run(2, batch_size=32, value=300.0),
+            run(3, role="confirm", confirms=2, value=310.0),
+            run(5, role="winner", confirms=2, value=310.5), run(9, role="winner", confirms=2,
+                                                               value=320.0)]
+    winner = pick_winner(recs, [runs(2, 300.0, 310.0), runs(0, 100.0, 105.0, baseline=True)])
+    assert winner is not None and winner.record.number == 2
+    assert (winner.study_trial, winner.study_value) == (9, 320.0)  # the latest record of it
+    # The search's best and baseline are the search's: not a confirmation run nor the winner.
+    best, baseline = best_and_baseline(recs)
+    assert best is not None and best.number == 2 and baseline == 100.0
+
+
+def test_a_tie_with_the_baseline_never_picks_a_config_slower_than_it() -> None:
+    # Trial 1 needs the least memory but its median is below the baseline's: within noise of
+    # the baseline, nothing slower than it is "cheaper".
+    recs = [run(0, baseline=True, memory=500.0), run(1, batch_size=4, memory=100.0),
+            run(2, batch_size=32, memory=900.0)]
+    winner = pick_winner(recs, [runs(2, 200.0, 150.0, 230.0), runs(1, 160.0, 190.0, 140.0),
+                                runs(0, 170.0, 210.0, 175.0, baseline=True)])
+    assert winner is not None and winner.decision is not None
+    assert winner.decision.verdict == "tie within noise"
+    assert winner.record.number == 0 and winner.decision.tied == (2, 0)
+
+
+def test_a_tie_made_by_one_config_s_scatter_does_not_pick_it_for_its_cost() -> None:
+    # A 2-CPU VM: trial 3 (compiled) ran 10.7k and 10.4k, trial 5 (no compile, less memory)
+    # 10.6k, 8.05k and 5.89k. Too few runs to call trial 3 ahead, but trial 5's median is 24%
+    # below, where trial 3's own runs are 3% apart: not as fast, whatever it costs.
+    recs = [run(0, baseline=True, memory=300.0), run(3, compile="default", memory=500.0),
+            run(5, memory=300.0)]
+    winner = pick_winner(recs, [runs(3, 10700.0, 10400.0), runs(5, 10600.0, 8050.0, 5890.0),
+                                runs(0, 7200.0, 7300.0, baseline=True)])
+    assert winner is not None and winner.decision is not None
+    d = winner.decision
+    assert (d.verdict, d.confidence, d.tied) == ("tie within noise", "low", (3, 5))
+    assert winner.record.number == 3 and d.leader is None
+    # Within the leader's own spread, the cheaper one still wins the tie.
+    winner = pick_winner(recs, [runs(3, 10700.0, 10400.0), runs(5, 10600.0, 10450.0, 5890.0),
+                                runs(0, 7200.0, 7300.0, baseline=True)])
+    assert winner is not None and winner.record.number == 5
+
+
+def test_configs_shown_equally_fast_tie_with_high_confidence() -> None:
+    recs = [run(0, baseline=True), run(4, batch_size=16, memory=900.0),
+            run(7, batch_size=32, memory=800.0)]
+    winner = pick_winner(recs, [runs(4, 417722.5, 417407.6), runs(7, 416844.6, 417899.2),
+                                runs(0, 51071.0, 51500.0, baseline=True)])
+    assert winner is not None and winner.decision is not None
+    d = winner.decision
+    assert (d.verdict, d.confidence, d.tied) == ("tie within noise", "high", (4, 7))
+    assert winner.record.number == 7  # the cheaper: less memory

@@ -1,0 +1,377 @@
+"""Running one trial: the in-process twin, and real child processes (timeouts, crashes, compile)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import PID_DIR_ENV, kill_all, process_state, recorded_pids
+
+from autotune import MeasureSettings, Status, TrainConfig, TrialResult
+from autotune.contract.phases import PHASES
+from autotune.contract.request import TrialRequest
+from autotune.study.execution.processes import _group_running, _wait_group_dead
+from autotune.study.execution.runner import (InProcessRunner, SubprocessRunner, _EventTail,
+                                             kill_group)
+
+# Short windows: the tests check outcomes, not the precision of the numbers.
+QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
+
+
+def request_for(adapter: Path, config: TrainConfig, measure: MeasureSettings = QUICK) -> TrialRequest:
+    return TrialRequest(adapter=str(adapter), config=config, device="cpu", measure=measure, number=7)
+
+
+# -- the in-process twin ----------------------------------------------------------------------------
+
+
+def test_in_process_runner_ok(tmp_path: Path, tiny_adapter: Path) -> None:
+    events: list[dict[str, Any]] = []
+    trial_dir = tmp_path / "trials" / "7"
+    result = InProcessRunner().run(
+        request_for(tiny_adapter, TrainConfig(batch_size=8)), trial_dir, timeout=60,
+        on_event=events.append,
+    )
+    assert result.status is Status.OK, result.reason
+    assert result.throughput is not None and result.throughput > 0
+    assert result.unit == "samples"
+    assert result.windows is not None and result.windows >= 1
+    assert result.step_seconds is not None and result.step_seconds > 0
+    assert result.duration_seconds is not None and result.duration_seconds > 0
+    assert result.peak_rss_mb is not None and result.peak_rss_mb > 0
+    assert result.fingerprint is not None and result.fingerprint.torch
+    assert len(result.window_throughputs) == result.windows
+    if Path("/proc/stat").is_file():  # the CPUs worked while the windows were timed
+        assert result.host_cpu is not None
+        assert 0.0 < result.host_cpu.busy_fraction <= 1.0
+        assert 0.0 <= result.host_cpu.steal_fraction < 1.0
+    # One directory per trial: config in, result out.
+    request = TrialRequest.from_dict(json.loads((trial_dir / "request.json").read_text()))
+    assert request.config == TrainConfig(batch_size=8)
+    assert TrialResult.load(trial_dir / "result.json") == result
+    kinds = [e["event"] for e in events if e["event"] != "phase"]
+    assert kinds[0] == "composed" and kinds.count("window") == result.windows
+    # Each phase is announced as it starts, in order, and its seconds end up in the result.
+    phases = [e["phase"] for e in events if e["event"] == "phase"]
+    assert phases == list(PHASES[1:])
+    assert set(phases) <= set(result.phases)
+
+
+def test_in_process_runner_counts_accumulated_micro_batches(tmp_path: Path, tiny_adapter: Path) -> None:
+    one = InProcessRunner().run(request_for(tiny_adapter, TrainConfig(batch_size=8)),
+                                tmp_path / "a", timeout=60)
+    four = InProcessRunner().run(request_for(tiny_adapter, TrainConfig(batch_size=8, grad_accum=4)),
+                                 tmp_path / "b", timeout=60)
+    assert one.status is Status.OK and four.status is Status.OK
+    assert one.step_seconds is not None and four.step_seconds is not None
+    # Items per optimizer step = throughput x step time (per window: throughput = items/step /
+    # step time), so four micro-batches of 8 show as 32 items per step. Exact up to the median of
+    # an even number of windows; no wall-clock comparison between runs (the machine is shared).
+    assert one.throughput is not None and four.throughput is not None
+    assert one.throughput * one.step_seconds == pytest.approx(8, rel=0.1)
+    assert four.throughput * four.step_seconds == pytest.approx(32, rel=0.1)
+
+
+def test_in_process_runner_bf16(tmp_path: Path, tiny_adapter: Path) -> None:
+    result = InProcessRunner().run(
+        request_for(tiny_adapter, TrainConfig(batch_size=8, amp_dtype="bf16", checkpoint=1.0)),
+        tmp_path / "t", timeout=60,
+    )
+    assert result.status is Status.OK, result.reason
+    assert result.blocks_checkpointed == 2
+
+
+@pytest.mark.parametrize(
+    ("fault", "status", "reason"),
+    [
+        ("nan", Status.NAN, "not finite"),
+        ("error", Status.ERROR, "ValueError: bad batch in the user's loss"),
+    ],
+)
+def test_in_process_runner_failures(
+    tmp_path: Path, test_adapters: Path, monkeypatch: pytest.MonkeyPatch,
+    fault: str, status: Status, reason: str,
+) -> None:
+    monkeypatch.setenv("AUTOTUNE_TEST_FAULT", fault)
+    result = InProcessRunner().run(
+        request_for(test_adapters / "faulty.py", TrainConfig(batch_size=4)), tmp_path / "t",
+        timeout=60,
+    )
+    assert result.status is status
+    assert reason in result.reason
+    assert result.throughput is None
+
+
+def test_in_process_runner_oom(tmp_path: Path, test_adapters: Path) -> None:
+    adapter = test_adapters / "oom_above.py"
+    fits = InProcessRunner().run(request_for(adapter, TrainConfig(batch_size=16)), tmp_path / "a",
+                                 timeout=60)
+    too_big = InProcessRunner().run(request_for(adapter, TrainConfig(batch_size=32)), tmp_path / "b",
+                                    timeout=60)
+    assert fits.status is Status.OK, fits.reason
+    assert too_big.status is Status.OOM
+    assert too_big.reason.startswith("OutOfMemoryError: CUDA out of memory")
+
+
+def test_in_process_runner_broken_adapter_is_an_error(tmp_path: Path) -> None:
+    adapter = tmp_path / "broken.py"
+    adapter.write_text("import autotune\n")
+    result = InProcessRunner().run(request_for(adapter, TrainConfig(batch_size=4)), tmp_path / "t",
+                                   timeout=60)
+    assert result.status is Status.ERROR
+    assert "no subclass of autotune.Adapter" in result.reason
+
+
+# -- where a timed-out trial was stuck --------------------------------------------------------------------
+
+
+def write_events(path: Path, *events: dict[str, Any]) -> None:
+    with path.open("a") as f:
+        for event in events:
+            f.write(json.dumps(event) + "\n")
+
+
+@pytest.mark.parametrize(
+    ("events", "compiling", "says"),
+    [
+        ([], False, "the trial process was still starting after 40 s"),
+        ([{"phase": "import"}], False, "still importing torch and the adapter after 40 s"),
+        ([{"phase": "model"}], False, "still building the model and optimizer"),
+        ([{"phase": "dataset"}], False, "still building the dataset and loader"),
+        ([{"phase": "first_batch"}], False, "no batch from the DataLoader after 40 s"),
+        ([{"phase": "warmup"}], True, "still compiling after 40 s"),
+        ([{"phase": "warmup"}], False, "the first step had not finished after 40 s"),
+        ([{"phase": "warmup"}, {"event": "first_step", "seconds": 3.0}], True,
+         "still warming up after 40 s"),
+        ([{"phase": "windows"}, {"event": "window", "throughput": 5.0, "seconds": 1.0,
+                                 "steps": 3, "data_wait": 0.0}], False,
+         "still measuring after 40 s (1 timed window(s))"),
+        ([{"phase": "diagnosis"}], False, "still diagnosing"),
+    ],
+    ids=["start", "import", "model", "dataset", "first-batch", "compiling", "first-step",
+         "warming-up", "measuring", "diagnosing"],
+)
+def test_a_stalled_trial_names_its_phase_and_how_long(
+    tmp_path: Path, events: list[dict[str, Any]], compiling: bool, says: str
+) -> None:
+    path = tmp_path / "events.jsonl"
+    path.touch()
+    tail = _EventTail(path, None)
+    tail.phase_since = time.time() - 40.0  # launched 40 s ago
+    then = time.time() - 40.0
+    for event in events:
+        write_events(path, {"event": "phase", "time": then, **event} if "phase" in event
+                     else event)
+    assert tail.stalled(compiling=compiling).startswith(says)
+
+
+def test_a_stalled_trial_counts_from_the_phase_it_entered_last(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    now = time.time()
+    write_events(path, {"event": "phase", "phase": "model", "time": now - 100.0},
+                 {"event": "phase", "phase": "first_batch", "time": now - 55.0})
+    assert _EventTail(path, None).stalled(compiling=False) == \
+        "no batch from the DataLoader after 55 s"
+
+
+# -- real child processes -----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_timeout_kills_the_trial_and_its_dataloader_workers(
+    tmp_path: Path, test_adapters: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    monkeypatch.setenv(PID_DIR_ENV, str(pid_dir))
+    runner = SubprocessRunner(grace_seconds=2.0)
+    request = request_for(test_adapters / "hang_worker.py", TrainConfig(batch_size=4, num_workers=2))
+    timeout = 12.0
+    start = time.monotonic()
+    try:
+        result = runner.run(request, tmp_path / "trial", timeout=timeout)
+        elapsed = time.monotonic() - start
+        main = recorded_pids(pid_dir, "main")
+        workers = recorded_pids(pid_dir, "worker")
+        # The trial got as far as hanging in both workers (else this test would prove nothing).
+        assert len(main) == 1, (main, (tmp_path / "trial" / "log.txt").read_text())
+        assert len(workers) == 2, workers
+
+        assert result.status is Status.TIMEOUT
+        # Where it was stuck, and for how long (the workers hang before the first batch).
+        assert result.reason.startswith("killed at the 12 s trial limit: no batch from the "
+                                        "DataLoader after "), result.reason
+        assert timeout <= elapsed < timeout + runner.grace_seconds + 5
+        # Dead when `run` returns: no process of the trial is still running...
+        states = {pid: process_state(pid) for pid in main + workers}
+        assert all(s in (None, "Z", "X") for s in states.values()), states
+        # ...and reaped soon after (orphaned workers are reaped by init; a lasting zombie is a leak).
+        deadline = time.monotonic() + 5
+        while any(process_state(p) is not None for p in main + workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        states = {pid: process_state(pid) for pid in main + workers}
+        assert all(s is None for s in states.values()), states
+    finally:
+        # Do not leave hung processes behind if the runner failed to kill them.
+        kill_all(recorded_pids(pid_dir, "main") + recorded_pids(pid_dir, "worker"))
+
+
+_SEARCH_STANDIN = """
+import sys
+from pathlib import Path
+from autotune import TrainConfig
+from autotune.contract.request import TrialRequest
+from autotune.study.execution.runner import SubprocessRunner
+request = TrialRequest(adapter=sys.argv[1], config=TrainConfig(batch_size=4, num_workers=2),
+                       device="cpu")
+SubprocessRunner().run(request, Path(sys.argv[2]), timeout=600)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_killed_search_leaves_no_trial_process_behind(
+    tmp_path: Path, test_adapters: Path, repo_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    monkeypatch.setenv(PID_DIR_ENV, str(pid_dir))
+    monkeypatch.setenv("PYTHONPATH", str(repo_root))
+    search = subprocess.Popen(
+        [sys.executable, "-c", _SEARCH_STANDIN, str(test_adapters / "hang_worker.py"),
+         str(tmp_path / "trial")],
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(recorded_pids(pid_dir, "worker")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(recorded_pids(pid_dir, "worker")) == 2, "the trial never reached its workers"
+        search.kill()  # what `kill -9` or the kernel's OOM killer does to the search
+        search.wait()
+        trial = recorded_pids(pid_dir, "main") + recorded_pids(pid_dir, "worker")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(
+            process_state(p) not in (None, "Z", "X") for p in trial
+        ):
+            time.sleep(0.2)
+        states = {pid: process_state(pid) for pid in trial}
+        assert all(s in (None, "Z", "X") for s in states.values()), states
+    finally:
+        if search.poll() is None:
+            search.kill()
+            search.wait()
+        kill_all(recorded_pids(pid_dir, "main") + recorded_pids(pid_dir, "worker"))
+
+
+@pytest.mark.slow
+def test_subprocess_killed_by_a_signal_is_crashed(
+    tmp_path: Path, test_adapters: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AUTOTUNE_TEST_FAULT", "kill")
+    result = SubprocessRunner().run(
+        request_for(test_adapters / "faulty.py", TrainConfig(batch_size=4)), tmp_path / "t",
+        timeout=120,
+    )
+    assert result.status is Status.CRASHED
+    assert result.reason == "killed by SIGKILL"
+    assert result.log == str(tmp_path / "t" / "log.txt")
+
+
+@pytest.mark.slow
+def test_subprocess_with_compile(tmp_path: Path, tiny_adapter: Path) -> None:
+    events: list[dict[str, Any]] = []
+    trial_dir = tmp_path / "t"
+    result = SubprocessRunner().run(
+        request_for(tiny_adapter, TrainConfig(batch_size=8, compile="default"),
+                    MeasureSettings(window_seconds=0.1, budget_seconds=0.5)),
+        trial_dir, timeout=240, on_event=events.append,
+    )
+    assert result.status is Status.OK, (result.reason, (trial_dir / "log.txt").read_text()[-3000:])
+    assert result.compile_seconds is not None and result.step_seconds is not None
+    assert result.warmup_seconds is not None
+    # Compiling takes far longer than a compiled step, and is reported apart from it.
+    assert result.compile_seconds > 20 * result.step_seconds
+    assert result.warmup_seconds >= result.compile_seconds
+    assert result.duration_seconds is not None and result.duration_seconds >= result.warmup_seconds
+    assert (trial_dir / "result.json").is_file() and (trial_dir / "log.txt").is_file()
+    assert any(e["event"] == "window" for e in events)
+    # The limit the runner enforces went to the trial with its request.
+    written = TrialRequest.from_dict(json.loads((trial_dir / "request.json").read_text()))
+    assert written.time_limit == 240
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_kill_group_returns_only_when_no_member_still_runs(tmp_path: Path) -> None:
+    # A leader with a busy grandchild (like a DataLoader worker spinning in __getitem__).
+    pid_file = tmp_path / "child.pid"
+    code = ("import subprocess, sys, time\n"
+            "c = subprocess.Popen([sys.executable, '-c', 'while True: pass'])\n"
+            f"open({str(pid_file)!r}, 'w').write(str(c.pid))\n"
+            "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not pid_file.is_file() or not pid_file.read_text():
+            assert time.monotonic() < deadline, "the child never started"
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        assert _group_running(proc.pid)
+
+        kill_group(proc, grace_seconds=0.0)
+
+        # Checked at once, no sleep: killpg alone returns before the busy child is dead.
+        assert not _group_running(proc.pid)
+        assert process_state(child) in (None, "Z", "X")
+    finally:
+        kill_all([proc.pid] + ([int(pid_file.read_text())] if pid_file.is_file() and pid_file.read_text() else []))
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_waiting_for_a_group_lasts_until_its_last_member_is_dead() -> None:
+    # Stands in for a worker still finishing after SIGKILL: a member that needs a moment to end.
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.8)"],
+                            start_new_session=True)
+    try:
+        start = time.monotonic()
+        _wait_group_dead(proc.pid, timeout=10.0)
+        assert time.monotonic() - start >= 0.5
+        assert process_state(proc.pid) in ("Z", "X")  # ended, not yet reaped by its parent
+        start = time.monotonic()
+        _wait_group_dead(proc.pid, timeout=10.0)  # nothing left running: returns at once
+        assert time.monotonic() - start < 0.5
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+class _SlowStart(SubprocessRunner):
+    """A runner whose launch waits first, as taking over a spare still starting up, or
+    starting the fork server, does: the runner's clock runs, the trial's does not yet."""
+
+    def _launch(self, *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        time.sleep(8.0)
+        return super()._launch(*args, **kwargs)
+
+
+@pytest.mark.slow
+def test_windows_end_by_the_runners_deadline_not_the_trials_own_clock(
+    tmp_path: Path, tiny_adapter: Path
+) -> None:
+    # Windows that never agree and a budget far past the limit: the trial must end them by the
+    # runner's deadline. Counted from its own start, 8 s late, it would run past the kill.
+    endless = MeasureSettings(window_seconds=0.05, budget_seconds=1000.0, max_windows=100_000,
+                              tolerance=1e-12)
+    trial_dir = tmp_path / "t"
+    before = time.time()
+    result = _SlowStart().run(request_for(tiny_adapter, TrainConfig(batch_size=8), endless),
+                              trial_dir, timeout=20.0)
+    assert result.status is Status.OK, (result.reason, (trial_dir / "log.txt").read_text()[-2000:])
+    assert result.windows is not None and result.windows >= 1 and not result.converged
+    deadline = json.loads((trial_dir / "request.json").read_text())["deadline"]
+    assert before + 20.0 <= deadline <= before + 20.5

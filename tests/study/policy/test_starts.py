@@ -1,0 +1,273 @@
+"""Where a search starts: the baseline, the hand recipe as near as the space allows, then the
+follow-ups a guided trial's diagnosis points at; enqueued once per role."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from autotune import Adapter, Diagnosis, Status, TrainConfig, TrialResult, Verdict
+from autotune.study.policy.starts import Ladder, diagnosed_recipe, follow_ups, initial_starts
+from autotune.study.space.bound import SearchSpace
+from autotune.study.space.file import parse_space
+from autotune.study.store import records
+from autotune.study.store.claim import enqueue
+from autotune.study.store.records import TrialRecord
+
+CPU_SPACE = {
+    "num_workers": {"low": 0, "high": "cores"},
+    "prefetch_factor": {"choices": [2, 4]},
+    "persistent_workers": {"choices": [False, True]},
+    "batch_size": {"factors": [0.5, 1, 2, 4, 8]},
+    "amp_dtype": {"choices": ["fp32", "bf16"]},
+    "compile": {"choices": ["none", "default"]},
+}
+
+
+class Eight(Adapter):
+    batch_size = 8
+    vary_global_batch = True  # the ladder climbs to larger batches only when asked to
+
+
+def space_of(raw: dict[str, Any], device: str = "cpu", cpus: int = 4) -> SearchSpace:
+    return parse_space(raw, source="s.yaml", adapter=Eight, device_type=device, cpus=cpus)
+
+
+def done(number: int, config: TrainConfig, verdict: Verdict | None, *, role: str = "recipe",
+         status: Status = Status.OK, throughput: float = 100.0) -> TrialRecord:
+    diagnosis = None if verdict is None else Diagnosis(
+        verdict=verdict, suggestion="", throughput=throughput, loader_rate=None,
+        compute_rate=None, data_wait_fraction=0.0, gpu_busy_fraction=None)
+    result = TrialResult(status=status, throughput=throughput if status is Status.OK else None,
+                         diagnosis=diagnosis)
+    return TrialRecord(number=number, state=TrialState.COMPLETE,
+                       value=throughput if status is Status.OK else 0.0, config=config,
+                       result=result, role=role)
+
+
+# -- the first trials -----------------------------------------------------------------------------------
+
+
+def test_the_baseline_then_the_hand_recipe() -> None:
+    space = space_of(CPU_SPACE)
+    starts = initial_starts(space, Eight, device="cpu", cpus=4)
+    assert starts == [
+        ("baseline", TrainConfig(batch_size=8)),
+        # Half the cores as workers, persistent, prefetching 4, bf16 and compile; no pinning on
+        # a CPU.
+        ("recipe", TrainConfig(batch_size=8, num_workers=2, prefetch_factor=4,
+                               persistent_workers=True, amp_dtype="bf16", compile="default")),
+    ]
+    assert all(space.holds(config) for _, config in starts)
+
+
+def test_the_recipe_as_near_as_the_space_allows() -> None:
+    # No compile and no prefetch knob: the recipe keeps what the space searches, with the
+    # space's nearest worker count to half the cores (2).
+    raw = {"num_workers": {"choices": [0, 1, 6]}, "amp_dtype": {"choices": ["fp32", "bf16"]}}
+    starts = initial_starts(space_of(raw), Eight, device="cpu", cpus=4)
+    assert starts[1] == ("recipe", TrainConfig(batch_size=8, num_workers=1, amp_dtype="bf16"))
+    tie = {**raw, "num_workers": {"choices": [0, 1, 3]}}  # 1 and 3 are as near: the larger
+    starts = initial_starts(space_of(tie), Eight, device="cpu", cpus=4)
+    assert starts[1] == ("recipe", TrainConfig(batch_size=8, num_workers=3, amp_dtype="bf16"))
+
+
+def test_no_recipe_when_it_is_the_baseline() -> None:
+    starts = initial_starts(space_of({"batch_size": {"factors": [1, 2]}}), Eight, device="cpu",
+                            cpus=4)
+    assert starts == [("baseline", TrainConfig(batch_size=8))]
+
+
+# -- the recipe, as the baseline's diagnosis points it ------------------------------------------------
+
+
+HAND = TrainConfig(batch_size=8, num_workers=2, prefetch_factor=4, persistent_workers=True,
+                   amp_dtype="bf16", compile="default")
+
+
+@pytest.mark.parametrize(("verdict", "expected"), [
+    (Verdict.COMPUTE, HAND.replace(batch_size=64)),  # the largest batch at once
+    (Verdict.INPUT, HAND.replace(num_workers=4)),  # every core loading
+    (None, HAND),  # not diagnosed: the hand recipe as it is
+])
+def test_the_recipe_takes_the_step_the_baselines_diagnosis_points_at(
+        verdict: Verdict | None, expected: TrainConfig) -> None:
+    space = space_of(CPU_SPACE)
+    baseline = done(0, TrainConfig(batch_size=8), verdict, role="baseline")
+    assert diagnosed_recipe(space, HAND, baseline, device="cpu") == expected
+    assert space.holds(expected)
+
+
+def test_an_overhead_bound_baseline_gets_the_recipe_at_the_largest_batch_with_cuda_graphs() -> None:
+    raw = {**CPU_SPACE, "compile": {"choices": ["none", "default", "reduce-overhead"]}}
+    space = space_of(raw, device="cuda")
+    baseline = done(0, TrainConfig(batch_size=8), Verdict.OVERHEAD, role="baseline")
+    assert diagnosed_recipe(space, HAND, baseline, device="cuda") == \
+        HAND.replace(batch_size=64, compile="reduce-overhead")
+    # On a CPU there are no CUDA graphs: the largest batch only.
+    assert diagnosed_recipe(space_of(raw), HAND, baseline, device="cpu") == \
+        HAND.replace(batch_size=64)
+
+
+def test_a_recipe_out_of_memory_at_the_largest_batch_halves_from_the_users_batch() -> None:
+    space = space_of(CPU_SPACE)  # batch sizes 4, 8, 16, 32, 64; the user's is 8
+    baseline = done(0, TrainConfig(batch_size=8), Verdict.COMPUTE, role="baseline")
+    oom = done(1, HAND.replace(batch_size=64), None, status=Status.OOM)
+    assert ups(space, oom, baseline) == [HAND.replace(batch_size=32)]  # the recipe's knobs
+    oom32 = done(2, HAND.replace(batch_size=32), None, role="follow: x", status=Status.OOM)
+    assert ups(space, oom32, baseline) == [HAND.replace(batch_size=16)]
+    oom16 = done(3, HAND.replace(batch_size=16), None, role="follow: y", status=Status.OOM)
+    assert HAND.replace(batch_size=8) not in ups(space, oom16, baseline)  # nothing between
+
+
+# -- follow-ups -----------------------------------------------------------------------------------------
+
+
+RECIPE = TrainConfig(batch_size=8, num_workers=2, prefetch_factor=2, persistent_workers=True,
+                     amp_dtype="bf16")
+
+
+def configs(starts: list[tuple[str, TrainConfig]]) -> list[TrainConfig]:
+    return [config for _, config in starts]
+
+
+def ups(space: SearchSpace, done_: TrialRecord, best: TrialRecord | None,
+        device: str = "cpu") -> list[TrainConfig]:
+    starts = follow_ups(space, done_, best, device=device)
+    assert all(space.holds(c) for _, c in starts)
+    assert len({role for role, _ in starts}) == len(starts)  # one role each: enqueued once
+    assert all(role == f"follow: {c.describe()}" for role, c in starts)
+    return configs(starts)
+
+
+def test_an_input_bound_best_climbs_to_every_core_more_prefetch_and_a_larger_batch() -> None:
+    recipe = done(1, RECIPE, Verdict.INPUT)
+    assert ups(space_of(CPU_SPACE), recipe, recipe) == [
+        RECIPE.replace(num_workers=4), RECIPE.replace(prefetch_factor=4),
+        RECIPE.replace(batch_size=16)]
+
+
+def test_a_compute_bound_best_climbs_to_the_largest_batch_at_once() -> None:
+    recipe = done(1, RECIPE, Verdict.COMPUTE)
+    assert ups(space_of(CPU_SPACE), recipe, recipe) == [RECIPE.replace(batch_size=64)]
+
+
+def test_when_the_largest_batch_runs_out_of_memory_the_ladder_halves_the_way_back() -> None:
+    space = space_of(CPU_SPACE)  # batch sizes 4, 8, 16, 32, 64
+    best = done(1, RECIPE, Verdict.COMPUTE)
+    oom = done(2, RECIPE.replace(batch_size=64), None, role="follow: x", status=Status.OOM)
+    assert ups(space, oom, best) == [RECIPE.replace(batch_size=32)]
+    oom32 = done(3, RECIPE.replace(batch_size=32), None, role="follow: y", status=Status.OOM)
+    assert ups(space, oom32, best) == [RECIPE.replace(batch_size=16)]
+    # Nothing left between: the best's choices are checked instead.
+    oom16 = done(4, RECIPE.replace(batch_size=16), None, role="follow: z", status=Status.OOM)
+    assert RECIPE.replace(batch_size=16) not in ups(space, oom16, best)
+    # An OOM of another config (here with compile) is not this climb's: no bisection.
+    other = done(5, RECIPE.replace(batch_size=64, compile="default"), None, role="follow: w",
+                 status=Status.OOM)
+    assert RECIPE.replace(batch_size=32) not in ups(space, other, best)
+
+
+def test_an_overhead_bound_best_tries_cuda_graphs() -> None:
+    raw = {"batch_size": {"factors": [1]}, "compile": {"choices": ["none", "reduce-overhead"]}}
+    config = TrainConfig(batch_size=8)
+    best = done(1, config, Verdict.OVERHEAD)
+    assert ups(space_of(raw, device="cuda"), best, best, device="cuda")[0] == \
+        config.replace(compile="reduce-overhead")
+
+
+def test_at_the_largest_batch_the_best_configs_choices_are_checked() -> None:
+    largest = done(1, RECIPE.replace(batch_size=64, compile="default"), Verdict.COMPUTE)
+    # Compile off; on a CPU, no workers (they take cores from the step), with and without
+    # compile.
+    assert ups(space_of(CPU_SPACE), largest, largest) == [
+        largest.config.replace(compile="none"),
+        TrainConfig(batch_size=64, amp_dtype="bf16", compile="default"),
+        TrainConfig(batch_size=64, amp_dtype="bf16"),
+    ]
+
+
+GPU_SPACE = {**CPU_SPACE, "pin_memory": {"choices": [False, True]},
+             "expandable_segments": {"choices": [False, True]}}
+
+
+@pytest.mark.parametrize("verdict", [Verdict.COMPUTE, Verdict.INPUT])
+def test_on_a_gpu_the_checks_keep_the_graph_and_fewer_workers_only_when_not_input_bound(
+        verdict: Verdict) -> None:
+    config = TrainConfig(batch_size=64, num_workers=8, prefetch_factor=4, pin_memory=True,
+                         persistent_workers=True, amp_dtype="bf16", compile="default")
+    best = done(1, config, verdict)
+    checks = ups(space_of(GPU_SPACE, device="cuda", cpus=8), best, best, device="cuda")
+    fewer = [config.replace(num_workers=2)] if verdict is Verdict.COMPUTE else []
+    # At the largest batch, every core loading, the deepest prefetch: nothing left to climb.
+    assert checks == [config.replace(compile="none")] + fewer + [
+        config.replace(pin_memory=False), config.replace(expandable_segments=True)]
+
+
+def test_a_follow_up_that_did_not_beat_the_best_checks_the_bests_choices() -> None:
+    best = done(2, RECIPE.replace(batch_size=16), Verdict.COMPUTE, role="follow: x",
+                throughput=300.0)
+    slower = done(3, RECIPE.replace(batch_size=32), Verdict.COMPUTE, role="follow: y",
+                  throughput=200.0)
+    assert ups(space_of(CPU_SPACE), slower, best) == [
+        RECIPE.replace(batch_size=16, compile="default"),
+        TrainConfig(batch_size=16, amp_dtype="bf16")]  # not a larger batch: that way is spent
+
+
+@pytest.mark.parametrize("status", [Status.OOM, Status.ERROR, Status.TIMEOUT])
+def test_a_failed_recipe_climbs_from_the_best_so_far(status: Status) -> None:
+    baseline = done(0, TrainConfig(batch_size=8), Verdict.COMPUTE, role="baseline")
+    failed = done(1, RECIPE, Verdict.INPUT, status=status)
+    assert ups(space_of(CPU_SPACE), failed, baseline) == [TrainConfig(batch_size=64)]
+
+
+def test_nothing_to_follow_without_a_best() -> None:
+    assert ups(space_of(CPU_SPACE), done(1, RECIPE, Verdict.INPUT, status=Status.OOM), None) == []
+
+
+# -- the ladder: the newest best's follow-ups first ----------------------------------------------------
+
+
+def test_the_ladder_puts_a_new_bests_follow_ups_first_and_feeds_one_at_a_time() -> None:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space = space_of(CPU_SPACE)
+    study = optuna.create_study(direction="maximize")
+    a, b, c = (("follow: a", RECIPE.replace(batch_size=16)),
+               ("follow: b", RECIPE.replace(batch_size=32)),
+               ("follow: c", RECIPE.replace(batch_size=64)))
+    ladder = Ladder()
+    ladder.add([a, b], new_best=False)
+    ladder.add([c, a], new_best=True)  # a new best: its own first, a repeat not doubled
+    assert ladder.pending == [c, a, b]
+    ladder.add([("follow: d", RECIPE)], new_best=False)  # not a new best: after the rest
+    assert [role for role, _ in ladder.pending] == ["follow: c", "follow: a", "follow: b",
+                                                    "follow: d"]
+    ladder.feed(study, space)
+    ladder.feed(study, space)  # one waiting already: nothing more enqueued
+    waiting = study.get_trials(states=(TrialState.WAITING,))
+    assert [t.user_attrs["role"] for t in waiting] == ["follow: c"]
+    trial = study.ask()
+    assert space.suggest(trial) == c[1]
+
+
+# -- enqueueing --------------------------------------------------------------------------------------
+
+
+def test_enqueued_starts_are_asked_first_with_their_roles_and_only_once() -> None:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space = space_of(CPU_SPACE)
+    study = optuna.create_study(direction="maximize")
+    starts = initial_starts(space, Eight, device="cpu", cpus=4)
+    enqueue(study, space, starts)
+    enqueue(study, space, starts)  # a resumed search: the roles are taken
+    asked = []
+    for _ in range(len(starts)):
+        trial = study.ask()
+        asked.append((records.read_role(trial), space.suggest(trial)))
+        study.tell(trial, 1.0)
+    assert asked == starts
+    enqueue(study, space, starts)  # done: not again
+    assert not [t for t in study.get_trials() if t.state == TrialState.WAITING]
