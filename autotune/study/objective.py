@@ -15,6 +15,7 @@ from autotune.contract.config import KNOBS, TrainConfig
 from autotune.contract.fmt import human
 from autotune.contract.request import MeasureSettings, TrialRequest, known_incompatible
 from autotune.contract.result import Status, TrialResult, Verdict
+from autotune.study.eager import cannot_win
 from autotune.study.pruning import PRUNE_RATIO
 from autotune.study.records import TrialRecord
 from autotune.study.runner import Runner
@@ -101,6 +102,10 @@ class Objective:
             return Outcome(result=TrialResult(
                 status=Status.OOM, reason=f"not run: implied by trial {wall.number}, which ran "
                 f"out of memory at batch_size={wall.config.batch_size}"))  # type: ignore[union-attr]
+        bound = cannot_win(config, self.finished()) if prunable and self.infer_slow else None
+        if bound is not None:  # the loader, or the compile gains measured here, hold it back
+            return Outcome(ceiling=bound[0], result=TrialResult(status=Status.PRUNED,
+                                                                reason=bound[1]))
         implied = self.overhead_ceiling(config) if prunable else None
         if implied is not None:
             ceiling, by = implied

@@ -24,8 +24,9 @@ __all__ = [
     "BASELINE", "CONFIRM", "FEASIBLE", "WINNER", "ConfirmationEntry", "StudyInfo",
     "TrialRecord", "add_confirmation_run", "add_winner", "count_search_trials",
     "enqueue_config", "read_confirmation", "read_fingerprint", "read_info", "read_layout",
-    "read_records", "write_config", "write_confirmation", "write_duplicate", "write_fingerprint",
-    "write_info", "write_layout", "write_owner", "write_result",
+    "read_records", "write_compile_gains", "write_config", "write_confirmation",
+    "write_duplicate", "write_fingerprint", "write_info", "write_layout", "write_owner",
+    "write_result",
 ]
 
 BASELINE = "baseline"
@@ -38,7 +39,7 @@ FEASIBLE = "usable"
 """Constraint key: > 0 means the trial did not produce a usable measurement."""
 
 _CONFIG, _RESULT, _ROLE, _DUPLICATE, _OWNER = "config", "result", "role", "duplicate_of", "owner"
-_CONFIRMS, _DECISION = "confirms", "decision"
+_CONFIRMS, _DECISION, _GAINS = "confirms", "decision", "compile_gains"
 _INFO_KEYS = ("adapter", "unit", "space", "device")
 
 
@@ -62,6 +63,8 @@ class TrialRecord:
     """{host, pid} of the process that ran it (to recover trials of a dead process)."""
     confirms: int | None = None
     """For a confirmation run or the winner: the search trial whose config it re-ran."""
+    compile_gains: dict[str, float] = dataclasses.field(default_factory=dict, hash=False)
+    """Per compile mode, compiled rate / eager rate (same config) of the pair this trial ended."""
 
     @property
     def baseline(self) -> bool:
@@ -96,6 +99,7 @@ class TrialRecord:
             duplicate_of=attrs.get(_DUPLICATE),
             owner=attrs.get(_OWNER),
             confirms=attrs.get(_CONFIRMS),
+            compile_gains=dict(attrs.get(_GAINS) or {}),
         )
 
 
@@ -118,6 +122,10 @@ def write_config(trial: optuna.Trial, config: TrainConfig) -> None:
 
 def write_result(trial: optuna.Trial, result: TrialResult) -> None:
     trial.set_user_attr(_RESULT, result.to_dict())
+
+
+def write_compile_gains(trial: optuna.Trial, gains: dict[str, float]) -> None:
+    trial.set_user_attr(_GAINS, gains)
 
 
 def write_duplicate(trial: optuna.Trial, of: int) -> None:
