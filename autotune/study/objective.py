@@ -18,6 +18,7 @@ from autotune.contract.result import Status, TrialResult, Verdict
 from autotune.study.execution.runner import Runner
 from autotune.study.policy.pruning import PRUNE_RATIO
 from autotune.study.store.records import TrialRecord
+from autotune.study.policy.eager import cannot_win
 
 __all__ = ["Objective", "Outcome"]
 
@@ -102,6 +103,10 @@ class Objective:
             return Outcome(result=TrialResult(
                 status=Status.OOM, reason=f"not run: implied by trial {wall.number}, which ran "
                 f"out of memory at batch_size={wall.config.batch_size}"))  # type: ignore[union-attr]
+        bound = cannot_win(config, self.finished()) if prunable and self.infer_slow else None
+        if bound is not None:  # the loader, or the compile gains measured here, hold it back
+            return Outcome(ceiling=bound[0], result=TrialResult(status=Status.PRUNED,
+                                                                reason=bound[1]))
         implied = self.overhead_ceiling(config) if prunable else None
         if implied is not None:
             ceiling, by = implied

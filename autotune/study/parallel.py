@@ -106,7 +106,7 @@ class SlotLoop:
         s = self.settings
         self._step_over()
         with self.lock:  # the next guided start, queued once whichever host feeds it
-            self._ladder.feed(self.study, self.space)
+            self._ladder.feed(self.study, self.space, skip=self._needless)
         trial = ask(self.study)
         self._beats[trial.number] = beat = ExitStack()
         beat.enter_context(beating(self.study, trial._trial_id))

@@ -30,6 +30,7 @@ from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_w
 from autotune.study.execution.layout import Layout
 from autotune.study.execution.runner import Runner
 from autotune.study.execution.slots import GangRunner, Job, Slots
+from autotune.study.policy.eager import DtypeStage, cannot_win, gains_of
 from autotune.study.interrupts import Interrupted, on_signals
 from autotune.study.objective import Objective, Outcome
 from autotune.study.opening import open_study
@@ -99,6 +100,8 @@ class Search(SlotLoop, ConfirmPhase):
         """Trials in a row that copied an earlier trial's result (see CONVERGED_REPEATS)."""
         self._ladder = Ladder()
         """The guided follow-ups not yet run, the newest best's first."""
+        self._dtypes = DtypeStage(space, device=settings.device)
+        """On a GPU, every amp dtype measured eagerly before the ladder compiles."""
         self._recipe: TrainConfig | None = None
         """The hand recipe while it waits for the baseline's diagnosis (one slot)."""
         self._beats: dict[int, ExitStack] = {}
@@ -179,11 +182,19 @@ class Search(SlotLoop, ConfirmPhase):
             new=lambda c: (self.objective.measured_before(c, done) is None
                            and self.objective.memory_wall(c, done) is None
                            and self.objective.overhead_ceiling(c, done) is None
+                           and cannot_win(c, done) is None
                            and known_incompatible(c, self.settings.device) is None
                            and not (affordable and self.objective.cold_compile(c, done) is not None)
                            and all(c != p for _, p in self._ladder.pending)))
         if fresh is not None:
             self._ladder.add([(f"{EXPLORE}: {fresh.describe()}", fresh)], new_best=False)
+
+    def _needless(self, config: TrainConfig) -> bool:
+        """A guided start not worth a trial: measured before (it would copy that result) or,
+        by what was measured, unable to beat the best (`cannot_win`)."""
+        done = self.objective.finished()
+        return self.objective.measured_before(config, done) is not None \
+            or cannot_win(config, done) is not None
 
     def _queue_recipe(self) -> None:
         """Once the baseline has a result, queue the recipe its diagnosis points (first)."""
@@ -196,7 +207,8 @@ class Search(SlotLoop, ConfirmPhase):
                          if r.baseline and r.result is not None), None)
         if baseline is None:
             return
-        recipe = diagnosed_recipe(self.space, self._recipe, baseline, device=self.settings.device)
+        recipe = diagnosed_recipe(self.space, self._recipe, baseline, device=self.settings.device,
+                                  cpus=self.settings.cpus)
         self._ladder.add([("recipe", recipe)], new_best=True)
         self._recipe = None
 
@@ -226,6 +238,10 @@ class Search(SlotLoop, ConfirmPhase):
         # A baseline failing in the adapter's own code fails alike in every config: told as
         # FAIL (it says nothing about the config, and a fixed adapter re-runs it), then stop.
         broken = bool(result.contract_error) and role == records.BASELINE
+        if result.status is Status.OK and result.throughput and outcome.duplicate_of is None:
+            gains = gains_of(job.config, result.throughput, self.objective.finished())
+            if gains:  # what compiling bought this step, for later proposals (`cannot_win`)
+                records.write_compile_gains(trial, gains)
         self._tell(trial, result, budget_cut=job.budget_cut, says_nothing=broken)
         if study_attrs.read_confirmation(self.study) is not None:
             study_attrs.write_confirmation(self.study, None)  # stale: the study has a new trial
@@ -235,8 +251,9 @@ class Search(SlotLoop, ConfirmPhase):
             recs = records.read_records(self.study)
             done = next(r for r in recs if r.number == trial.number)
             best, _ = best_and_baseline(recs)
-            self._ladder.add(follow_ups(self.space, done, best, device=s.device),
+            self._ladder.add(follow_ups(self.space, done, best, device=s.device, cpus=s.cpus),
                              new_best=best is not None and best.number == done.number)
+            self._ladder.add(self._dtypes.due(recs, self._ladder.pending), new_best=True)
         self.on_change(self.study)
         if outcome.duplicate_of is not None:
             # For the display only; the study keeps the copy.

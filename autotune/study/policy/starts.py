@@ -1,10 +1,11 @@
 """Where a search starts: the baseline, the hand recipe, then follow-ups the diagnosis points at.
 
 A short budget cannot afford random exploration of ten knobs. After the baseline and the
-common hand recipe, each guided trial's own diagnosis says which knob to push next: an
-input-bound step wants every core loading, a compute-bound one a larger batch, an
-overhead-bound one CUDA graphs and a larger batch. The ladder climbs while it pays; the
-sampler (TPE) takes over when it stops.
+common hand recipe (eager on a GPU, where every amp dtype is then measured eagerly before any
+compile: `eager`), each guided trial's own diagnosis says which knob to push next: an
+input-bound step wants the free cores loading and the batch its loader serves best, a
+compute-bound one a larger batch, an overhead-bound one CUDA graphs and a larger batch. The
+ladder climbs while it pays; the sampler (TPE) takes over when it stops.
 """
 
 from __future__ import annotations
@@ -22,13 +23,18 @@ from autotune.study.space.bound import SearchSpace
 from autotune.study.store import records
 from autotune.study.store.records import TrialRecord
 
-__all__ = ["EXPLORE", "Ladder", "diagnosed_recipe", "follow_ups", "initial_starts", "prunable",
-           "unmeasured"]
+__all__ = ["EAGER", "EXPLORE", "Ladder", "diagnosed_recipe", "follow_ups", "initial_starts",
+           "prunable", "unmeasured"]
 
 Start = tuple[str, TrainConfig]
 
 FOLLOW = "follow: "
 """The role prefix of a guided follow-up."""
+EAGER = "eager: "
+"""The role prefix of an eager dtype trial (`eager.DtypeStage`): fed before any other start."""
+CPU_HEADROOM = 0.9
+"""An input-bound step at the free cores whose CPUs are busier than this has no core left to
+give its loader: every core loading is not tried."""
 
 EXPLORE = "explore"
 """The role prefix of a random config not measured yet, queued when the sampler proposed a
@@ -55,33 +61,38 @@ def unmeasured(space: SearchSpace, new: Callable[[TrainConfig], bool], *, seed: 
 
 def initial_starts(space: SearchSpace, adapter: type[Adapter], *, device: str, cpus: int) -> list[Start]:
     starts = [(records.BASELINE, space.baseline)]
-    # The recipe as near as the space allows (a space without pinning gets it unpinned).
-    recipe = space.project(hand_recipe(adapter, device=device, cpus=cpus))
+    # The recipe as near as the space allows (a space without pinning gets it unpinned); on a
+    # GPU eager: a compile costs tens of seconds, and it comes once the eager trials lead.
+    recipe = hand_recipe(adapter, device=device, cpus=cpus)
+    recipe = space.project(recipe.replace(compile="none") if device == "cuda" else recipe)
     if space.holds(recipe) and recipe != space.baseline:
         starts.append(("recipe", recipe))
     return starts
 
 
 def diagnosed_recipe(space: SearchSpace, recipe: TrainConfig, baseline: TrialRecord, *,
-                     device: str) -> TrainConfig:
-    """The hand recipe as the baseline's diagnosis points it: every core loading when the
-    baseline is input-bound; the largest batch when it is compute-bound (the device is used
-    better the more it is given) or overhead-bound (a launch-bound step takes about as long at
-    any batch), with CUDA graphs when overhead-bound on a GPU. Each is a step the ladder would take
+                     device: str, cpus: int | None = None) -> TrainConfig:
+    """The hand recipe as the baseline's diagnosis points it: the free cores loading when the
+    baseline is input-bound (with the baseline's dtype on a GPU: no dtype trial while the
+    loader is the limit); the largest batch when it is compute-bound (the device is used better
+    the more it is given) or overhead-bound (a launch-bound step takes about as long at any
+    batch), with CUDA graphs when overhead-bound and compiled (on a GPU the recipe is eager:
+    they come once the eager trials lead). Each is a step the ladder would take
     after the recipe anyway, and each step skipped is a trial saved, a cold compile where the
     batch changes (GPT-2 on an H100: 34-42 s). A batch that does not fit is halved back from
     there (`_bisect`). Unchanged when the baseline was not diagnosed."""
     diagnosis = baseline.result.diagnosis if baseline.result is not None else None
     verdict = diagnosis.verdict if diagnosis is not None else None
     if verdict is Verdict.INPUT:
-        workers = _most_workers(space)
-        more = space.changed(recipe, num_workers=workers)
-        return more if workers > recipe.num_workers and space.holds(more) else recipe
+        workers = _free_workers(space, cpus)
+        dtype = space.baseline.amp_dtype if device == "cuda" else recipe.amp_dtype
+        more = space.changed(recipe, num_workers=max(workers, recipe.num_workers), amp_dtype=dtype)
+        return more if space.holds(more) else recipe
     if verdict not in (Verdict.COMPUTE, Verdict.OVERHEAD):
         return recipe
     larger = [b for b in space.batch_sizes() if b > recipe.batch_size]
     tuned = space.with_batch(recipe, larger[-1]) if larger else recipe
-    if verdict is Verdict.OVERHEAD and device == "cuda" \
+    if verdict is Verdict.OVERHEAD and device == "cuda" and recipe.compile != "none" \
             and "reduce-overhead" in space.values("compile"):
         graphs = tuned.replace(compile="reduce-overhead")
         if known_incompatible(graphs, device) is None and space.holds(graphs):
@@ -90,12 +101,14 @@ def diagnosed_recipe(space: SearchSpace, recipe: TrainConfig, baseline: TrialRec
 
 
 def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, *,
-               device: str) -> list[Start]:
+               device: str, cpus: int | None = None) -> list[Start]:
     """What an expert tries after a guided trial: climb first, then check the choices made.
 
     A guided step that becomes the best climbs on: CUDA graphs (`reduce-overhead`) when it
-    is overhead-bound; every core loading and a deeper prefetch when input-bound; the next
-    larger batch. Where the climb stops (no larger batch, or a step that did not beat the best,
+    is overhead-bound; when input-bound, the free cores loading (`_free_workers`), a deeper
+    prefetch, every core when the CPUs have room, then the batches on either side (an
+    input-bound step's rate follows its loader's, which the batch moves either way); else the
+    next larger batch. Where the climb stops (no larger batch, or a step that did not beat the best,
     or ran out of memory: the wall, beyond which batches are implied out of memory), the best
     config's own choices are checked one knob at a time: compile on or off, and on a CPU, where
     loader workers take cores from the step's own threads, no workers.
@@ -118,12 +131,7 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
         # CUDA graphs replay the whole step's kernels with one launch (torch.compile docs).
         climb.append(config.replace(compile="reduce-overhead"))
     if verdict is Verdict.INPUT:
-        workers = _most_workers(space)
-        if workers > config.num_workers:
-            climb.append(space.changed(config, num_workers=workers))
-        prefetch = max((p for p in space.values("prefetch_factor") if p), default=None)
-        if prefetch and (config.prefetch_factor or 2) < prefetch and config.num_workers:
-            climb.append(config.replace(prefetch_factor=prefetch))
+        climb += _loader_climb(space, config, best, cpus)
     elif config.num_workers == 0 and (best.result.data_wait_fraction or 0.0) >= 0.05:
         # Not input-bound, yet the step waited for data: loading in the training process
         # takes host time the step needs (CUDA graphs leave little else on the host).
@@ -140,14 +148,44 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
             climb.append(space.with_batch(config, larger[-1]))
         else:
             climb.append(space.with_batch(config, larger[0]))
-    else:
+    smaller = [b for b in space.batch_sizes() if b < config.batch_size]
+    if verdict is Verdict.INPUT and smaller:
+        climb.append(space.with_batch(config, smaller[-1]))
+    if not larger:
         climb += _checks(space, config, device, verdict)
     return _label(space, climb)
+
+
+def _loader_climb(space: SearchSpace, config: TrainConfig, best: TrialRecord,
+                  cpus: int | None) -> list[TrainConfig]:
+    """An input-bound best's loader steps: the free cores loading, the deepest prefetch, and
+    every core when the free ones are loading and the CPUs still have room (the main process
+    then shares a core: on an H100 a held-out ResNet-18 was fastest at 12-15 workers of 16)."""
+    climb = []
+    free, most = _free_workers(space, cpus), _most_workers(space)
+    if free > config.num_workers:
+        climb.append(space.changed(config, num_workers=free))
+    prefetch = max((p for p in space.values("prefetch_factor") if p), default=None)
+    if prefetch and (config.prefetch_factor or 2) < prefetch and config.num_workers:
+        climb.append(config.replace(prefetch_factor=prefetch))
+    diagnosis = best.result.diagnosis if best.result is not None else None
+    busy = diagnosis.cpu_busy_fraction if diagnosis is not None else None
+    if free <= config.num_workers < most and (busy is None or busy < CPU_HEADROOM):
+        climb.append(space.changed(config, num_workers=most))
+    return climb
 
 
 def _most_workers(space: SearchSpace) -> int:
     """Every core loading: the most loader workers the space holds."""
     return max((w for w in space.values("num_workers") if isinstance(w, int)), default=0)
+
+
+def _free_workers(space: SearchSpace, cpus: int | None) -> int:
+    """The free cores loading: the most workers the space holds that leave one of the `cpus`
+    to the main process (all of them when `cpus` is not known, or the space holds none such)."""
+    workers = [w for w in space.values("num_workers") if isinstance(w, int)]
+    free = [w for w in workers if cpus is None or w <= max(1, cpus - 1)]
+    return max(free or workers, default=0)
 
 
 def _bisect(space: SearchSpace, done: TrialRecord, best: TrialRecord) -> TrainConfig | None:
@@ -158,7 +196,7 @@ def _bisect(space: SearchSpace, done: TrialRecord, best: TrialRecord) -> TrainCo
         return None
     low, high = best.config.batch_size, done.config.batch_size
     if space.with_batch(done.config, low) != best.config:
-        if done.role != "recipe" and not done.role.startswith(FOLLOW):
+        if done.role != "recipe" and not done.role.startswith((FOLLOW, EAGER)):
             return None  # the OOM was another config's, not a climb's
         low = space.baseline.batch_size  # it ran (as the baseline)
     between = [b for b in space.batch_sizes() if low < b < high]
@@ -217,13 +255,17 @@ class Ladder:
         kept = [s for s in self.pending if s not in fresh]
         self.pending = fresh + kept if new_best else kept + fresh
 
-    def feed(self, study: optuna.Study, space: SearchSpace) -> None:
-        """Enqueue the next pending start unless the study already has one waiting."""
+    def feed(self, study: optuna.Study, space: SearchSpace,
+             skip: Callable[[TrainConfig], bool] | None = None) -> None:
+        """Enqueue the next pending start unless the study already has one waiting: an eager
+        dtype trial first, then in order; a start for which `skip` holds is dropped."""
         if any(t.state == optuna.trial.TrialState.WAITING
                for t in study.get_trials(deepcopy=False)):
             return
         while self.pending:
-            role, config = self.pending.pop(0)
-            if not records.role_taken(study, role):
+            first = next((i for i, (role, _) in enumerate(self.pending)
+                          if role.startswith(EAGER)), 0)
+            role, config = self.pending.pop(first)
+            if not records.role_taken(study, role) and not (skip is not None and skip(config)):
                 records.enqueue_config(study, space.params_for(config), role)
                 return

@@ -23,8 +23,8 @@ from autotune.contract.result import Status, TrialResult
 __all__ = [
     "BASELINE", "CONFIRM", "FEASIBLE", "WINNER", "TrialRecord", "add_confirmation_run",
     "add_winner", "count_search_trials", "enqueue_config", "read_records", "read_role",
-    "role_taken", "trial_id", "write_config", "write_duplicate", "write_owner", "write_result",
-    "write_result_of", "write_role",
+    "role_taken", "trial_id", "write_compile_gains", "write_config", "write_duplicate",
+    "write_owner", "write_result", "write_result_of", "write_role",
 ]
 
 BASELINE = "baseline"
@@ -37,7 +37,7 @@ FEASIBLE = "usable"
 """Constraint key: > 0 means the trial did not produce a usable measurement."""
 
 _CONFIG, _RESULT, _ROLE, _DUPLICATE, _OWNER = "config", "result", "role", "duplicate_of", "owner"
-_CONFIRMS, _DECISION = "confirms", "decision"
+_CONFIRMS, _DECISION, _GAINS = "confirms", "decision", "compile_gains"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -60,6 +60,8 @@ class TrialRecord:
     """{host, pid} of the process that ran it (to recover trials of a dead process)."""
     confirms: int | None = None
     """For a confirmation run or the winner: the search trial whose config it re-ran."""
+    compile_gains: dict[str, float] = dataclasses.field(default_factory=dict, hash=False)
+    """Per compile mode, compiled rate / eager rate (same config) of the pair this trial ended."""
 
     @property
     def baseline(self) -> bool:
@@ -94,6 +96,7 @@ class TrialRecord:
             duplicate_of=attrs.get(_DUPLICATE),
             owner=attrs.get(_OWNER),
             confirms=attrs.get(_CONFIRMS),
+            compile_gains=dict(attrs.get(_GAINS) or {}),
         )
 
 
@@ -116,6 +119,10 @@ def write_config(trial: optuna.Trial, config: TrainConfig) -> None:
 
 def write_result(trial: optuna.Trial, result: TrialResult) -> None:
     trial.set_user_attr(_RESULT, result.to_dict())
+
+
+def write_compile_gains(trial: optuna.Trial, gains: dict[str, float]) -> None:
+    trial.set_user_attr(_GAINS, gains)
 
 
 def write_duplicate(trial: optuna.Trial, of: int) -> None:

@@ -1,0 +1,168 @@
+"""Cheap before dear: on a GPU, the eager trials before any compile, and no compile that cannot win.
+
+An eager trial costs seconds on a GPU, a compile tens of seconds to minutes (GPT-2 small on an
+H100: 22-42 s). After the baseline and the recipe (eager on a GPU), every amp dtype of the space
+is measured eagerly at the leader's batch and loader knobs, a prior ordering them (bf16 first)
+and skipping none: on a transformers GPT-2 with padded batches bf16 autocast ran 1.5x slower
+than tf32 (H100, 2026-11-25). Then the ladder compiles what leads (`starts.follow_ups`).
+
+A config is not paid for when measurements say it cannot beat the best so far:
+- its step waits for a loader whose rate alone, measured by an input-bound trial with the same
+  loader knobs, is below the best (the model's knobs, dtype or compile, cannot speed the loader);
+- its compile mode ran slower than eager in this study, or its eager twin times the best gain
+  that mode measured here stays below the best (the gains, `records.TrialRecord.compile_gains`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from autotune.contract.config import TrainConfig
+from autotune.contract.fmt import human
+from autotune.contract.request import known_incompatible
+from autotune.contract.result import Verdict
+from autotune.study.policy.starts import EAGER, Start
+from autotune.study.space.bound import SearchSpace
+from autotune.study.store.records import TrialRecord
+
+__all__ = ["DTYPE_PRIOR", "GAIN_SLACK", "LOADER_MARGIN", "DtypeStage", "cannot_win",
+           "compile_gains", "dtype_starts", "gains_of", "loader_ceiling"]
+
+DTYPE_PRIOR = ("bf16", "tf32", "fp16", "fp32")
+"""The order of the eager dtype trials (a prior: it orders, it never skips)."""
+LOADER_MARGIN = 1.15
+"""A step may read a little above its loader's rate alone, both being noisy (ResNet-18 on an
+H100, bs 256, 12 workers: 3.74k images/s end to end, 3.43k with the loader alone: 1.09x)."""
+GAIN_SLACK = 1.1
+"""A compiled config is expected at its eager rate x the best gain its mode measured in this
+study; within this factor of the best so far it still runs (gains differ between configs:
+GPT-2 on an H100, bf16 `default`: 1.12x at bs 64, 1.16x at bs 8)."""
+
+_LOADER_KNOBS = ("batch_size", "num_workers", "prefetch_factor", "pin_memory",
+                 "persistent_workers")
+
+
+def _loader(config: TrainConfig) -> tuple[object, ...]:
+    return tuple(getattr(config, name) for name in _LOADER_KNOBS)
+
+
+def _measured(finished: Sequence[TrialRecord]) -> list[TrialRecord]:
+    """Trials measured to the end by a process of their own (copies and refusals left out)."""
+    return [r for r in finished if r.ok and r.value and r.config is not None
+            and r.duplicate_of is None]
+
+
+def _verdict(record: TrialRecord) -> Verdict | None:
+    diagnosis = record.result.diagnosis if record.result is not None else None
+    return diagnosis.verdict if diagnosis is not None else None
+
+
+def dtype_starts(space: SearchSpace, leader: TrainConfig, finished: Sequence[TrialRecord], *,
+                 device: str) -> list[Start]:
+    """Each amp dtype of the space not measured yet at `leader`'s batch and loader knobs,
+    eager, in the prior's order."""
+    seen = {r.config for r in finished if r.config is not None and r.result is not None}
+    order = sorted(space.values("amp_dtype"),
+                   key=lambda d: DTYPE_PRIOR.index(d) if d in DTYPE_PRIOR else len(DTYPE_PRIOR))
+    starts = []
+    for dtype in order:
+        config = space.changed(leader, amp_dtype=dtype, compile="none")
+        if config.amp_dtype == dtype and config not in seen and space.holds(config) \
+                and known_incompatible(config, device) is None:
+            starts.append((f"{EAGER}{config.describe()}", config))
+    return starts
+
+
+def loader_ceiling(config: TrainConfig, finished: Sequence[TrialRecord]
+                   ) -> tuple[float, TrialRecord] | None:
+    """The most `config` could read when a trial with its loader knobs (batch, workers,
+    prefetch, pinning) was input-bound: LOADER_MARGIN x that trial's loader-alone rate (the
+    lowest such bound), and the trial; None when no such trial was diagnosed."""
+    key = _loader(config)
+    bounds = [(LOADER_MARGIN * r.result.diagnosis.loader_rate, r)  # type: ignore[union-attr, operator]
+              for r in _measured(finished)
+              if r.config != config and _loader(r.config) == key  # type: ignore[arg-type]
+              and _verdict(r) is Verdict.INPUT
+              and r.result.diagnosis.loader_rate]  # type: ignore[union-attr]
+    return min(bounds, key=lambda b: b[0]) if bounds else None
+
+
+def compile_gains(finished: Sequence[TrialRecord]) -> dict[str, float]:
+    """The best gain each compile mode measured in this study (compiled over eager, the same
+    config otherwise)."""
+    best: dict[str, float] = {}
+    for record in finished:
+        for mode, gain in record.compile_gains.items():
+            best[mode] = max(gain, best.get(mode, 0.0))
+    return best
+
+
+def gains_of(config: TrainConfig, rate: float, finished: Sequence[TrialRecord]
+             ) -> dict[str, float]:
+    """The gains a trial of `config` measured at `rate` completes: with its eager twin when it
+    compiles, with each compiled twin measured before when it is eager."""
+    gains: dict[str, float] = {}
+    eager = config.replace(compile="none")
+    for r in _measured(finished):
+        if config.compile != "none" and r.config == eager:
+            gains[config.compile] = rate / r.value  # type: ignore[operator]
+        elif config.compile == "none" and r.config.compile != "none" \
+                and r.config.replace(compile="none") == config:  # type: ignore[union-attr]
+            gains[r.config.compile] = r.value / rate  # type: ignore[union-attr, operator]
+    return gains
+
+
+def cannot_win(config: TrainConfig, finished: Sequence[TrialRecord]
+               ) -> tuple[float, str] | None:
+    """The most `config` could read and why, when measurements say it stays below the best so
+    far (see the module's docstring); None when it may win."""
+    ran = _measured(finished)
+    best = max((r.value for r in ran), default=None)  # type: ignore[type-var]
+    if best is None:
+        return None
+    bound = loader_ceiling(config, ran)
+    if bound is not None and bound[0] < best:
+        rate, by = bound
+        return rate, (f"not run: at most {human(rate)}/s: trial {by.number} with the same "
+                      f"loader knobs waited for its loader, which alone delivers "
+                      f"{human(by.result.diagnosis.loader_rate)}/s, below the best so far "  # type: ignore[union-attr]
+                      f"({human(best)}/s); its model's knobs cannot speed the loader")
+    if config.compile == "none":
+        return None
+    gain = compile_gains(finished).get(config.compile)
+    if gain is not None and gain < 1.0:
+        twin = next((r for r in ran if r.config == config.replace(compile="none")), None)
+        return gain * (twin.value if twin is not None else best), (  # type: ignore[operator]
+            f"not run: compile={config.compile} ran slower than eager in this study "
+            f"(best gain {gain:.2f}x)")
+    twin = next((r for r in ran if r.config == config.replace(compile="none")), None)
+    if gain is not None and twin is not None and GAIN_SLACK * gain * twin.value < best:  # type: ignore[operator]
+        expected = gain * twin.value  # type: ignore[operator]
+        return expected, (f"not run: about {human(expected)}/s: its eager form (trial "
+                          f"{twin.number}) x the best gain of compile={config.compile} here "
+                          f"({gain:.2f}x), below the best so far ({human(best)}/s)")
+    return None
+
+
+class DtypeStage:
+    """Queues the eager dtype trials once, on a GPU, at the best eager config: when the step
+    is input-bound, only once the loader's knobs are settled (no loader start pending)."""
+
+    def __init__(self, space: SearchSpace, *, device: str) -> None:
+        self.space = space
+        self.device = device
+        self.queued = False
+
+    def due(self, finished: Sequence[TrialRecord], pending: Sequence[Start]) -> list[Start]:
+        if self.queued or self.device != "cuda":
+            return []
+        eager = [r for r in _measured(finished) if r.config.compile == "none"]  # type: ignore[union-attr]
+        if not eager:
+            return []
+        leader = max(eager, key=lambda r: r.value)  # type: ignore[arg-type, return-value]
+        seen = {r.config for r in finished if r.result is not None}
+        if _verdict(leader) is Verdict.INPUT and any(c not in seen for _, c in pending):
+            return []  # the loader is the limit and its climb goes on
+        self.queued = True
+        return dtype_starts(self.space, leader.config, finished,  # type: ignore[arg-type]
+                            device=self.device)

@@ -1,0 +1,236 @@
+"""Cheap before dear: on a GPU the recipe runs eager, every amp dtype is measured eagerly before
+the ladder compiles, and a config measured as unable to win (its loader, or its compile mode's
+gains here) is not run; an input-bound step's loader climbs to the free cores first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from helpers import FakeRunner
+from optuna.trial import TrialState
+
+from autotune import Adapter, Diagnosis, Status, TrainConfig, TrialResult, Verdict
+from autotune.outputs.display import QuietListener
+from autotune.study.policy.eager import (DtypeStage, cannot_win, compile_gains, dtype_starts,
+                                         gains_of)
+from autotune.study.policy.starts import Ladder, diagnosed_recipe, follow_ups, initial_starts
+from autotune.study.search import Search, SearchSettings
+from autotune.study.space.bound import SearchSpace
+from autotune.study.space.file import parse_space
+from autotune.study.store.records import TrialRecord, read_records
+
+GPU_SPACE = {
+    "num_workers": {"low": 0, "high": "cores"},
+    "prefetch_factor": {"choices": [2, 4]},
+    "pin_memory": {"choices": [False, True]},
+    "persistent_workers": {"choices": [False, True]},
+    "batch_size": {"factors": [0.5, 1, 2, 4, 8]},
+    "amp_dtype": {"choices": ["fp32", "tf32", "bf16", "fp16"]},
+    "compile": {"choices": ["none", "default", "reduce-overhead"]},
+}
+
+
+class Eight(Adapter):
+    batch_size = 8
+    vary_global_batch = True
+
+
+def space_of(raw: dict[str, Any], device: str = "cuda", cpus: int = 16) -> SearchSpace:
+    return parse_space(raw, source="s.yaml", adapter=Eight, device_type=device, cpus=cpus)
+
+
+def done(number: int, config: TrainConfig, verdict: Verdict | None = None, *,
+         role: str = "recipe", status: Status = Status.OK, throughput: float = 100.0,
+         loader_rate: float | None = None, cpu_busy: float | None = None,
+         gains: dict[str, float] | None = None) -> TrialRecord:
+    diagnosis = None if verdict is None else Diagnosis(
+        verdict=verdict, suggestion="", throughput=throughput, loader_rate=loader_rate,
+        compute_rate=None, data_wait_fraction=0.0, gpu_busy_fraction=None,
+        cpu_busy_fraction=cpu_busy)
+    ok = status is Status.OK
+    result = TrialResult(status=status, throughput=throughput if ok else None,
+                         diagnosis=diagnosis)
+    return TrialRecord(number=number, state=TrialState.COMPLETE,
+                       value=throughput if ok else 0.0, config=config, result=result,
+                       role=role, compile_gains=gains or {})
+
+
+BASE = TrainConfig(batch_size=8)
+EAGER = TrainConfig(batch_size=64, num_workers=8, prefetch_factor=4, pin_memory=True,
+                    persistent_workers=True, amp_dtype="bf16")
+
+
+# -- the recipe: eager on a GPU -------------------------------------------------------------------------
+
+
+def test_on_a_gpu_the_recipe_is_eager_and_on_a_cpu_it_compiles() -> None:
+    recipe = dict(initial_starts(space_of(GPU_SPACE), Eight, device="cuda", cpus=16))["recipe"]
+    assert recipe == EAGER.replace(batch_size=8)
+    cpu = {k: v for k, v in GPU_SPACE.items() if k != "pin_memory"}
+    cpu["amp_dtype"] = {"choices": ["fp32", "bf16"]}
+    cpu["compile"] = {"choices": ["none", "default"]}
+    on_cpu = dict(initial_starts(space_of(cpu, device="cpu"), Eight, device="cpu", cpus=16))
+    assert on_cpu["recipe"].compile == "default"
+
+
+@pytest.mark.parametrize(("verdict", "expected"), [
+    # The largest batch, still eager: CUDA graphs come once the eager trials lead.
+    (Verdict.OVERHEAD, EAGER),
+    (Verdict.COMPUTE, EAGER),
+    # The free cores loading (one left to the main process), in the baseline's dtype: no
+    # dtype trial while the loader is the limit.
+    (Verdict.INPUT, EAGER.replace(batch_size=8, num_workers=15, amp_dtype="fp32")),
+])
+def test_the_eager_recipe_follows_the_baselines_diagnosis(verdict: Verdict,
+                                                          expected: TrainConfig) -> None:
+    space = space_of(GPU_SPACE)
+    recipe = dict(initial_starts(space, Eight, device="cuda", cpus=16))["recipe"]
+    baseline = done(0, BASE, verdict, role="baseline")
+    assert diagnosed_recipe(space, recipe, baseline, device="cuda", cpus=16) == expected
+
+
+# -- every dtype, eager, before any compile ---------------------------------------------------------------
+
+
+def test_every_dtype_is_measured_eagerly_at_the_leaders_batch_in_the_priors_order() -> None:
+    space = space_of(GPU_SPACE)
+    starts = dtype_starts(space, EAGER, [done(1, EAGER, Verdict.COMPUTE)], device="cuda")
+    assert [c.amp_dtype for _, c in starts] == ["tf32", "fp16", "fp32"]  # bf16 ran: none skipped
+    assert all(c == EAGER.replace(amp_dtype=c.amp_dtype) for _, c in starts)
+    assert all(role == f"eager: {c.describe()}" for role, c in starts)
+    # On a CPU space only fp32 and bf16 apply.
+    cpu = {**{k: v for k, v in GPU_SPACE.items() if k != "pin_memory"},
+           "amp_dtype": {"choices": ["fp32", "bf16"]}}
+    cpu_starts = dtype_starts(space_of(cpu, device="cpu"), EAGER.replace(pin_memory=False),
+                              [], device="cpu")
+    assert [c.amp_dtype for _, c in cpu_starts] == ["bf16", "fp32"]
+
+
+def test_the_dtype_stage_runs_once_and_waits_for_an_input_bound_loader_to_settle() -> None:
+    space = space_of(GPU_SPACE)
+    loader = EAGER.replace(amp_dtype="fp32", num_workers=15)
+    waiting = [("follow: more prefetch", loader.replace(prefetch_factor=2))]
+    stage = DtypeStage(space, device="cuda")
+    records = [done(1, loader, Verdict.INPUT, loader_rate=120.0)]
+    assert stage.due(records, waiting) == []  # the loader's climb goes on
+    starts = stage.due(records, [])
+    assert [c.amp_dtype for _, c in starts] == ["bf16", "tf32", "fp16"]
+    assert stage.due(records, []) == []  # once
+    assert DtypeStage(space, device="cpu").due(records, []) == []  # a GPU's stage
+
+
+def test_the_ladder_feeds_eager_dtype_trials_first_and_drops_what_cannot_win() -> None:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space = space_of(GPU_SPACE)
+    study = optuna.create_study(direction="maximize")
+    compiled = ("follow: compile", EAGER.replace(compile="default"))
+    tf32 = ("eager: tf32", EAGER.replace(amp_dtype="tf32"))
+    fp16 = ("eager: fp16", EAGER.replace(amp_dtype="fp16"))
+    ladder = Ladder()
+    ladder.add([compiled], new_best=True)
+    ladder.add([tf32, fp16], new_best=False)
+    ladder.feed(study, space, skip=lambda c: c.amp_dtype == "tf32")
+    (waiting,) = study.get_trials(states=(TrialState.WAITING,))
+    assert waiting.user_attrs["role"] == "eager: fp16"  # tf32 dropped, the compile after
+    assert ladder.pending == [compiled]
+
+
+# -- a compile that cannot win is not paid for ------------------------------------------------------------
+
+
+def test_a_config_whose_loader_alone_is_below_the_best_cannot_win() -> None:
+    slow_loader = EAGER.replace(amp_dtype="fp32", num_workers=4)
+    records = [done(1, slow_loader, Verdict.INPUT, throughput=1700.0, loader_rate=1800.0),
+               done(2, EAGER, Verdict.COMPUTE, throughput=4000.0)]
+    bound = cannot_win(slow_loader.replace(compile="default"), records)
+    assert bound is not None and bound[0] == pytest.approx(1.15 * 1800.0)
+    assert bound[1].startswith("not run: ")
+    assert cannot_win(slow_loader.replace(amp_dtype="bf16"), records) is not None  # nor a dtype
+    # Other loader knobs, or a loader that could deliver more than the best: it may win.
+    assert cannot_win(slow_loader.replace(num_workers=8, compile="default"), records) is None
+    fast = [done(1, slow_loader, Verdict.INPUT, throughput=1700.0, loader_rate=9000.0),
+            records[1]]
+    assert cannot_win(slow_loader.replace(compile="default"), fast) is None
+
+
+def test_compile_gains_are_measured_against_the_eager_twin_and_used_by_later_proposals() -> None:
+    eager = done(1, EAGER, Verdict.COMPUTE, throughput=1000.0)
+    assert gains_of(EAGER.replace(compile="default"), 900.0, [eager]) == {"default": 0.9}
+    compiled = done(2, EAGER.replace(compile="reduce-overhead"), throughput=1500.0)
+    assert gains_of(EAGER, 1000.0, [compiled]) == {"reduce-overhead": 1.5}  # eager second
+    lost = done(2, EAGER.replace(compile="default"), throughput=900.0, gains={"default": 0.9})
+    assert compile_gains([eager, lost]) == {"default": 0.9}
+    # default lost to eager here: not paid for again, at another batch either.
+    other = EAGER.replace(batch_size=32, compile="default")
+    assert cannot_win(other, [eager, lost]) is not None
+    assert cannot_win(other.replace(compile="reduce-overhead"), [eager, lost]) is None
+    # A gain, but too small to lift this eager config (half the best) past the best.
+    paid = done(2, EAGER.replace(compile="default"), throughput=1200.0, gains={"default": 1.2})
+    half = done(3, EAGER.replace(batch_size=32), Verdict.COMPUTE, throughput=500.0)
+    assert cannot_win(EAGER.replace(batch_size=32, compile="default"),
+                      [eager, paid, half]) is not None
+    near = done(3, EAGER.replace(batch_size=32), Verdict.COMPUTE, throughput=1150.0)
+    assert cannot_win(EAGER.replace(batch_size=32, compile="default"),
+                      [eager, paid, near]) is None
+
+
+# -- input-bound: the free cores first ------------------------------------------------------------------
+
+
+def ups(space: SearchSpace, best: TrialRecord, cpus: int) -> list[TrainConfig]:
+    return [c for _, c in follow_ups(space, best, best, device="cuda", cpus=cpus)]
+
+
+def test_an_input_bound_step_loads_on_the_free_cores_then_every_core_while_the_cpus_have_room(
+        ) -> None:
+    space = space_of(GPU_SPACE)
+    config = EAGER.replace(batch_size=16, num_workers=8, prefetch_factor=2)
+    climb = ups(space, done(1, config, Verdict.INPUT, cpu_busy=0.5), cpus=16)
+    assert climb[:2] == [config.replace(num_workers=15), config.replace(prefetch_factor=4)]
+    assert config.replace(num_workers=16) not in climb  # not every core at once
+    free = config.replace(num_workers=15, prefetch_factor=4)
+    assert ups(space, done(2, free, Verdict.INPUT, cpu_busy=0.5), cpus=16) == [
+        free.replace(num_workers=16), free.replace(batch_size=32), free.replace(batch_size=8)]
+    # CPUs already busy: every core is not tried.
+    assert free.replace(num_workers=16) not in ups(
+        space, done(2, free, Verdict.INPUT, cpu_busy=0.95), cpus=16)
+
+
+# -- the search on a GPU: the transformers GPT-2 of issue 24 -----------------------------------------------
+
+# Measured on an H100 (2026-11-25), tokens/s at the user's batch: bf16 autocast 1.5x slower
+# than tf32 on a GPT-2 with padded batches; tf32 + compile the best of the space.
+EAGER_RATES = {"fp32": 31.2e3, "tf32": 54.7e3, "bf16": 35.8e3, "fp16": 36.0e3}
+
+
+def padded_gpt2(call: int, request: Any) -> TrialResult:
+    config = request.config
+    rate = EAGER_RATES[config.amp_dtype] * (1.31 if config.compile != "none" else 1.0)
+    return TrialResult(status=Status.OK, throughput=rate, diagnosis=Diagnosis(
+        verdict=Verdict.COMPUTE, suggestion="", throughput=rate, loader_rate=1e7,
+        compute_rate=rate, data_wait_fraction=0.0, gpu_busy_fraction=0.95))
+
+
+def test_on_a_gpu_every_dtype_runs_eager_before_the_first_compile_which_takes_the_leader(
+        tmp_path: Path) -> None:
+    class Fixed(Adapter):
+        unit = "tokens"
+        batch_size = 8
+
+    raw = {"amp_dtype": {"choices": ["fp32", "tf32", "bf16", "fp16"]},
+           "compile": {"choices": ["none", "default"]}}
+    space = parse_space(raw, source="s.yaml", adapter=Fixed, device_type="cuda", cpus=16)
+    runner = FakeRunner(padded_gpt2)
+    settings = SearchSettings(adapter=tmp_path / "a.py", space_source="s.yaml", device="cuda",
+                              out=tmp_path / "out", storage=str(tmp_path / "study.db"),
+                              study_name="t", trials=5, seed=0, confirm=0)
+    Search(settings, space, Fixed, runner=runner, listener=QuietListener()).run()
+    ran = [(q.config.amp_dtype, q.config.compile) for q in runner.requests]
+    assert ran == [("fp32", "none"), ("bf16", "none"), ("tf32", "none"), ("fp16", "none"),
+                   ("tf32", "default")]
+    study = optuna.load_study(study_name="t", storage=f"sqlite:///{tmp_path / 'study.db'}")
+    last = max(read_records(study), key=lambda r: r.number)
+    assert last.compile_gains == {"default": pytest.approx(1.31)}
