@@ -1,4 +1,5 @@
-"""What a search is asked to do (`SearchSettings`) and whom it tells (`SearchListener`)."""
+"""What a search is asked to do (`SearchSettings`, and how its trials and confirmation runs are
+timed) and whom it tells (`SearchListener`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from autotune.study.layout import Layout
 from autotune.study.storage import Heartbeat, absolute_storage
 from autotune.study.winner import Winner
 
-__all__ = ["SearchListener", "SearchSettings"]
+__all__ = ["CONFIRM_WINDOW_SECONDS", "SEARCH_WINDOW_SECONDS", "SearchListener", "SearchSettings",
+           "confirm_measurement", "search_measurement"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -88,6 +90,27 @@ class SearchSettings:
             raise ValueError(f"device must be cuda or cpu, got {self.device=}")
         if self.sampler not in ("tpe", "random"):
             raise ValueError(f"sampler must be tpe or random, got {self.sampler=}")
+
+
+SEARCH_WINDOW_SECONDS = 0.5
+"""Seconds of a search trial's timed window."""
+
+CONFIRM_WINDOW_SECONDS = 1.0
+"""Seconds of a confirmation run's timed window: longer than the search's, because the search
+ranks configs and the confirmation reports the winner's rate."""
+
+
+def search_measurement(*, budget_seconds: float, tolerance: float) -> MeasureSettings:
+    """How a search trial is timed: windows until the median is known to `tolerance`, or for
+    at most `budget_seconds` (the user's --measure-seconds, --search-tolerance)."""
+    return MeasureSettings(window_seconds=SEARCH_WINDOW_SECONDS, budget_seconds=budget_seconds,
+                           tolerance=tolerance)
+
+
+def confirm_measurement(*, budget_seconds: float, tolerance: float) -> MeasureSettings:
+    """How a confirmation run is timed (the user's --confirm-measure-seconds, --tolerance)."""
+    return MeasureSettings(window_seconds=CONFIRM_WINDOW_SECONDS, budget_seconds=budget_seconds,
+                           tolerance=tolerance)
 
 
 class SearchListener(Protocol):
