@@ -22,7 +22,7 @@ from autotune.contract.fmt import human
 from autotune.contract.noise import likely_cause, spread_warning
 from autotune.contract.phases import Phase
 from autotune.contract.result import Status, TrialResult
-from autotune.outputs.best import winner_phrases
+from autotune.outputs.decision import winner_phrases
 from autotune.study.confirm import Candidate
 from autotune.study.storage import shown
 from autotune.study.winner import Winner
