@@ -77,6 +77,25 @@ def test_a_usage_error_shows_the_usage_line_not_the_whole_help() -> None:
     assert "autotune search --help" in proc.stderr
 
 
+@pytest.mark.parametrize(("flag", "message"), [
+    (("--confirm", "-1"), "--confirm -1: must be 0 (no confirmation) or more"),
+    (("--tolerance", "2"), "--tolerance 2.0: must be a fraction below 1"),
+    (("--heartbeat-interval", "10", "--grace-period", "5"), "must be longer than"),
+], ids=["confirm", "tolerance", "grace-period"])
+def test_a_bad_flag_is_reported_before_the_adapter_is_loaded(
+    tmp_path: Path, flag: tuple[str, ...], message: str
+) -> None:
+    # The adapter does not exist: were it loaded first, its error would be the one reported.
+    out = tmp_path / "out"
+    proc = run_autotune("search", "--adapter", tmp_path / "missing.py", "--device", "cpu",
+                        "--out", out, *flag)
+    assert proc.returncode == 1, failure(proc)
+    assert proc.stderr.startswith("usage: autotune search")
+    assert message in proc.stderr and "autotune search --help" in proc.stderr
+    assert "adapter file not found" not in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists()
+
+
 def test_version() -> None:
     from autotune import __version__
 

@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autotune.cli.common import check_writable, positive, resolve_device, seed, trial_timeout
 from autotune.contract.errors import InputError
 from autotune.study.space.file import builtin_spaces
+
+if TYPE_CHECKING:
+    from autotune.adapter import Adapter
+    from autotune.outputs.display import RichDisplay
+    from autotune.study.confirmation.winner import Winner
+    from autotune.study.execution.layout import Layout
+    from autotune.study.search import Search
+    from autotune.study.settings import SearchSettings
+    from autotune.study.space.bound import SearchSpace
 
 # With --timeout and no --trials, the budget decides (the search also ends once the sampler
 # proposes nothing new).
@@ -90,55 +101,77 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--no-prune", action="store_true",
                         help="measure every trial to the end, even one clearly slower than the "
                         "best so far")
-    search.set_defaults(func=run)
+    search.set_defaults(func=functools.partial(run, parser=search))
 
 
-def run(args: argparse.Namespace) -> int:
-    from autotune.adapter import load_adapter
-    from autotune.contract.request import MeasureSettings
-    from autotune.outputs.display import RichDisplay
-    from autotune.outputs.report import OutputWriter
-    from autotune.study.execution.ddp_runner import DDPRunner
-    from autotune.study.execution.forkserver import ForkServerRunner
-    from autotune.study.execution.layout import Layout, plan_layout
-    from autotune.study.execution.runner import Runner
-    from autotune.study.execution.slots import slot_runners
-    from autotune.study.search import Interrupted, Search, SearchSettings
-    from autotune.study.space.file import find_space, load_space
-    from autotune.study.store.storage import Heartbeat, default_storage_url
-
+def run(args: argparse.Namespace, *, parser: argparse.ArgumentParser) -> int:
+    """Check the flags, load the adapter and the space, search, say where the results are."""
+    problem = flag_problem(args)
+    if problem is not None:
+        parser.error(problem)  # exits 1 with the usage line, before anything is loaded
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the display reports progress
     device = resolve_device(args.device)
+    layout = _layout(args, device)
+    adapter, space_path, space = _load(args, device, layout.cpus_per_trial)
+    settings = _settings(args, device, layout, space_path)
+    return _search(settings, layout, space, adapter)
+
+
+def flag_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the flags alone (a value out of range, two that do not go together),
+    in words; None when nothing is. Reads no file and starts nothing."""
     nproc = args.nproc_per_node
     if nproc > 1 and (args.gpus is not None or args.cpus_per_trial is not None):
-        raise InputError(f"--nproc-per-node {nproc} with --gpus or --cpus-per-trial: a DDP "
-                         "trial takes its ranks' GPUs and splits the CPUs among them itself; "
-                         "concurrent DDP trials are not supported")
-    if nproc > 1:
-        cpus = _cpus_per_rank(nproc, device)
-        layout = Layout.single(cpus)
-    else:
-        layout = plan_layout(args.gpus, args.cpus_per_trial, device=device)
-        cpus = layout.cpus_per_trial
-    adapter = load_adapter(args.adapter)
-    space_path = find_space(args.space or ("default" if device == "cuda" else "cpu"))
-    space = load_space(space_path, adapter=adapter, device_type=device, cpus=cpus,
-                       vary_global_batch=args.vary_global_batch, nproc=nproc)
+        return (f"--nproc-per-node {nproc} with --gpus or --cpus-per-trial: a DDP trial takes "
+                "its ranks' GPUs and splits the CPUs among them itself; concurrent DDP trials "
+                "are not supported")
     if args.confirm < 0:
-        raise InputError(f"--confirm {args.confirm}: must be 0 (no confirmation) or more")
+        return f"--confirm {args.confirm}: must be 0 (no confirmation) or more"
     for flag, value in (("--tolerance", args.tolerance),
                         ("--search-tolerance", args.search_tolerance)):
         if value >= 1:
-            raise InputError(f"{flag} {value}: must be a fraction below 1, e.g. 0.02")
+            return f"{flag} {value}: must be a fraction below 1, e.g. 0.02"
     if args.grace_period <= args.heartbeat_interval:
-        raise InputError(f"--grace-period {args.grace_period}: must be longer than "
-                         f"--heartbeat-interval {args.heartbeat_interval}, e.g. 6 times it")
+        return (f"--grace-period {args.grace_period}: must be longer than "
+                f"--heartbeat-interval {args.heartbeat_interval}, e.g. 6 times it")
+    return None
+
+
+def _layout(args: argparse.Namespace, device: str) -> Layout:
+    """Where trials run: one at a time with each DDP rank's share of the CPUs, or the slots of
+    --gpus and --cpus-per-trial."""
+    from autotune.study.execution.layout import Layout, plan_layout
+
+    if args.nproc_per_node > 1:
+        return Layout.single(_cpus_per_rank(args.nproc_per_node, device))
+    return plan_layout(args.gpus, args.cpus_per_trial, device=device)
+
+
+def _load(args: argparse.Namespace, device: str, cpus: int
+          ) -> tuple[type[Adapter], Path, SearchSpace]:
+    """The adapter, and the space file (its path and the space it defines for this adapter)."""
+    from autotune.adapter import load_adapter
+    from autotune.study.space.file import find_space, load_space
+
+    adapter = load_adapter(args.adapter)
+    space_path = find_space(args.space or ("default" if device == "cuda" else "cpu"))
+    space = load_space(space_path, adapter=adapter, device_type=device, cpus=cpus,
+                       vary_global_batch=args.vary_global_batch, nproc=args.nproc_per_node)
+    return adapter, space_path, space
+
+
+def _settings(args: argparse.Namespace, device: str, layout: Layout, space_path: Path
+              ) -> SearchSettings:
+    """The search's settings from the flags (the output folder checked writable first)."""
+    from autotune.study.settings import SearchSettings, confirm_measurement, search_measurement
+    from autotune.study.store.storage import Heartbeat, default_storage_url
+
     study_name = args.study_name or args.adapter.stem
     out = args.out or Path("results") / study_name
     check_writable(out)
-    settings = SearchSettings(
+    return SearchSettings(
         adapter=args.adapter,
         space_source=str(space_path),
         device=device,
@@ -149,21 +182,32 @@ def run(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         trial_timeout=trial_timeout(args.trial_timeout, args.timeout),
         seed=args.seed,
-        # Search-phase windows are shorter than confirmation's: the search ranks, the
-        # confirmation reports.
-        measure=MeasureSettings(window_seconds=0.5, budget_seconds=args.measure_seconds,
-                                tolerance=args.search_tolerance),
-        confirm_measure=MeasureSettings(window_seconds=1.0,
-                                        budget_seconds=args.confirm_measure_seconds,
-                                        tolerance=args.tolerance),
+        measure=search_measurement(budget_seconds=args.measure_seconds,
+                                   tolerance=args.search_tolerance),
+        confirm_measure=confirm_measurement(budget_seconds=args.confirm_measure_seconds,
+                                            tolerance=args.tolerance),
         confirm=args.confirm,
         confirm_repeats=args.confirm_repeats,
         prune=not args.no_prune,
-        cpus=cpus,
-        nproc_per_node=nproc,
+        cpus=layout.cpus_per_trial,
+        nproc_per_node=args.nproc_per_node,
         layout=layout,
         heartbeat=Heartbeat(interval=args.heartbeat_interval, grace=args.grace_period),
     )
+
+
+def _search(settings: SearchSettings, layout: Layout, space: SearchSpace,
+            adapter: type[Adapter]) -> int:
+    """Run the search with its runners (closed whatever happens) and its outputs written."""
+    from autotune.outputs.display import RichDisplay
+    from autotune.outputs.report import OutputWriter
+    from autotune.study.execution.ddp_runner import DDPRunner
+    from autotune.study.execution.forkserver import ForkServerRunner
+    from autotune.study.execution.runner import Runner
+    from autotune.study.execution.slots import slot_runners
+    from autotune.study.search import Interrupted, Search
+
+    out, nproc = settings.out, settings.nproc_per_node
     display = RichDisplay()
     cache = out / "compile-cache"
     runners: list[ForkServerRunner] | list[DDPRunner]
@@ -173,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
         runners, confirm_runner = [ddp], ddp
     else:  # one fork server per GPU slot (one without --gpus)
         runners, confirm_runner = slot_runners(layout, out=out, cache_dir=cache,
-                                               ahead=device == "cuda")
+                                               ahead=settings.device == "cuda")
     writer = OutputWriter(settings)
     search = Search(settings, space, adapter, runners=runners, listener=display,
                     on_change=writer, confirm_runner=confirm_runner)
@@ -189,6 +233,13 @@ def run(args: argparse.Namespace) -> int:
             if close is not None:
                 close()
         writer.finish(search.study)
+    return _report_end(search, winner, space, display)
+
+
+def _report_end(search: Search, winner: Winner | None, space: SearchSpace,
+                display: RichDisplay) -> int:
+    """The run's last lines: the table when piped, who confirmed, the batch note, the files."""
+    out = search.settings.out
     if display.plain:  # piped or logged: the run ends with the table `autotune show` prints
         from autotune.outputs.show import show
 

@@ -9,10 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.contract.allocator import ALLOC_ENV, host_heap_env
 from autotune.contract.config import TrainConfig
-from autotune.contract.fmt import human
-from autotune.contract.noise import SPREAD_WARNING, spread_warning
+from autotune.contract.fmt import rounded
 from autotune.contract.result import Fingerprint, TrialResult
-from autotune.study.confirmation.lead import DISAGREE, disagreement, evidence
+from autotune.outputs.decision import decision_block
 from autotune.study.confirmation.winner import Winner
 from autotune.study.store.storage import shown
 from autotune.study.store.study_attrs import StudyInfo
@@ -20,8 +19,7 @@ from autotune.study.store.study_attrs import StudyInfo
 if TYPE_CHECKING:
     from autotune.study.search import SearchSettings
 
-__all__ = ["batch_change", "best_document", "decision_block", "decision_note", "effective_batch",
-           "speedup_note", "spread_warnings", "winner_phrases", "yaml_header"]
+__all__ = ["batch_change", "best_document", "effective_batch", "yaml_header"]
 
 # Above this share of CPU time taken by the hypervisor, best.yaml warns that CPU-bound rates
 # will move between runs (steal is time this VM was ready to run and was not allowed to).
@@ -45,29 +43,29 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
         "config": config.to_dict(),
         "env": {ALLOC_ENV: config.alloc_conf, **host_heap_env(settings.device)},
         "effective_batch": effective_batch(config, adapter_batch),
-        "throughput": {"value": _round(winner.throughput), "unit": f"{unit}/s", "from": how},
-        "baseline": ({"value": _round(winner.baseline), "unit": f"{unit}/s"}
+        "throughput": {"value": rounded(winner.throughput), "unit": f"{unit}/s", "from": how},
+        "baseline": ({"value": rounded(winner.baseline), "unit": f"{unit}/s"}
                      if winner.baseline else None),
-        "speedup": _round(winner.speedup),
+        "speedup": rounded(winner.speedup),
         **decision_block(winner, unit),
         "confirmation": [
             {"trial": c.trial, "baseline": c.baseline,
-             "runs": [_round(v) for v in c.throughputs], "median": _round(c.median),
-             "spread": _round(c.spread), "search": _round(c.search_throughput)}
+             "runs": [rounded(v) for v in c.throughputs], "median": rounded(c.median),
+             "spread": rounded(c.spread), "search": rounded(c.search_throughput)}
             for c in winner.confirmation
         ] if winner.confirmation else None,
         "study": _study_block(winner),
         "diagnosis": _diagnosis(_diagnosed(winner) or result),
         "measurement": {
             "trial": best.number,
-            "spread": _round(result.spread),
+            "spread": rounded(result.spread),
             "converged": result.converged,
             "windows": result.windows,
-            "step_seconds": _round(result.step_seconds),
-            "compile_seconds": _round(result.compile_seconds),
-            "data_wait_fraction": _round(result.data_wait_fraction),
-            "peak_allocated_mb": _round(result.peak_allocated_mb),
-            "peak_reserved_mb": _round(result.peak_reserved_mb),
+            "step_seconds": rounded(result.step_seconds),
+            "compile_seconds": rounded(result.compile_seconds),
+            "data_wait_fraction": rounded(result.data_wait_fraction),
+            "peak_allocated_mb": rounded(result.peak_allocated_mb),
+            "peak_reserved_mb": rounded(result.peak_reserved_mb),
             **_host_cpu(result),
         },
         # Which layout the result holds for: a config found with 1/N of the cores is the one
@@ -98,61 +96,6 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
     }
 
 
-def decision_block(winner: Winner, unit: str) -> dict[str, Any]:
-    """`confidence` (high or low) and the numbers behind it: how the confirmation decided,
-    and whether the ratio to the baseline stands."""
-    d = winner.decision
-    if d is None or not winner.confirmation:
-        return {"confidence": "low", "decision": {
-            "verdict": "not confirmed",
-            "note": "one search measurement: no fresh runs re-measured it (--confirm 0, or the "
-                    "budget ended first)"}}
-    block: dict[str, Any] = {
-        "verdict": d.verdict,
-        "note": decision_note(winner),
-        "runs": d.runs,
-        "spread": _round(d.spread),
-        "runner_up": d.runner_up,
-        "runner_up_runs": d.runner_up_runs,
-        "ratio": _round(d.ratio),
-        "interval": [_round(v) for v in d.interval] if d.interval else None,
-    }
-    if d.tied:
-        block["tied"] = list(d.tied)
-        block["picked"] = ("the cheapest of the tied configs whose median is as near the "
-                           "highest as that config's own runs are to each other: less peak "
-                           "memory, then fewer workers, then no compile")
-    block["baseline_spread"] = _round(d.baseline_spread)
-    block["speedup_confirmed"] = d.speedup_confirmed
-    block["speedup_interval"] = ([_round(v) for v in d.speedup_interval]
-                                 if d.speedup_interval else None)
-    note = speedup_note(winner)
-    if note:
-        block["speedup_note"] = note
-    warnings = spread_warnings(winner, unit)
-    if warnings:
-        block["warnings"] = warnings
-    return {"confidence": d.confidence, "decision": block}
-
-
-def spread_warnings(winner: Winner, unit: str) -> list[str]:
-    """One line per confirmed config whose runs disagree, naming the cause measured during
-    them (`contract.noise`); a config run once fresh is compared with its search trial."""
-    out = []
-    for c in winner.confirmation or ():
-        results = (winner.runs or {}).get(c.trial, ())
-        text = spread_warning(results, unit=unit) if len(c.throughputs) >= 2 and results else None
-        runs = evidence(c)
-        if text is None and disagreement(runs) >= DISAGREE:
-            with_search = " counting its search trial" if len(c.throughputs) < 2 else ""
-            text = (f"runs disagree by {disagreement(runs):.3g}x ({human(min(runs))} to "
-                    f"{human(max(runs))} {unit}/s{with_search}): something besides the config "
-                    "changed the rate between runs")
-        if text is not None:
-            out.append(f"trial {c.trial}: {text}")
-    return out
-
-
 def _study_block(winner: Winner) -> dict[str, Any]:
     """Where the winner is in the Optuna study: its best trial, with the value it was told."""
     if winner.study_trial is None:
@@ -171,65 +114,13 @@ def _study_block(winner: Winner) -> dict[str, Any]:
     return block
 
 
-def decision_note(winner: Winner) -> str:
-    d = winner.decision
-    assert d is not None  # checked by the caller
-    if d.verdict == "clear lead":
-        lead = (f"trial {winner.record.number} leads trial {d.runner_up} by {d.ratio:.3g}x "
-                f"(95% interval {d.interval[0]:.3g}-{d.interval[1]:.3g}) over {d.runs} and "
-                f"{d.runner_up_runs} fresh runs" if d.interval and d.ratio else "clear lead")
-        if d.confidence == "low" and d.own_spread > SPREAD_WARNING:
-            lead += (f"; but its own runs are {d.spread:.3g}x apart, so its rate is known no "
-                     "better than that")
-        return lead
-    if d.verdict == "tie within noise":
-        how = ("are as fast as each other (their ratio within 2% of 1)" if d.confidence == "high"
-               else "are within the noise of their runs")
-        picked = (f"the cheapest, trial {winner.record.number}, is picked" if d.leader is not None
-                  else f"trial {winner.record.number}, the highest median and the cheapest of "
-                  "those as near it as its own runs are to each other, is picked")
-        return f"trials {', '.join(map(str, d.tied))} {how}; {picked}"
-    if d.verdict == "too few runs":
-        return f"ahead, but the budget allowed {d.runs} fresh run(s) of it"
-    return "the only config whose fresh runs were ok"
-
-
-def winner_phrases(winner: Winner) -> tuple[str, str]:
-    """", 2.50x the baseline" (saying so when the baseline's runs disagree) and
-    " (confidence high: clear lead)": how the end of a search names the winner's standing."""
-    d = winner.decision
-    speed = f", {winner.speedup:.2f}x the baseline" if winner.speedup else ""
-    note = speedup_note(winner)
-    if speed and note:
-        speed += f" ({note})"
-    if d is not None:
-        return speed, f" (confidence {d.confidence}: {d.verdict})"
-    if not winner.confirmation:
-        return speed, " (not confirmed)"
-    return speed, "" if note else " (confirmed by repeated runs)"
-
-
-def speedup_note(winner: Winner) -> str | None:
-    """Why the ratio to the baseline is not confirmed (None when it is, or nothing was
-    confirmed): the baseline's own runs disagree 2x or more, or it has no fresh run."""
-    base = next((c for c in winner.confirmation or () if c.baseline), None)
-    if not winner.confirmation or not winner.baseline:
-        return None
-    if base is None or not base.throughputs:
-        return "not confirmed: the baseline has no fresh run"
-    spread = disagreement(evidence(base))
-    if spread >= DISAGREE:
-        return f"not confirmed: the baseline's own runs disagree {spread:.1f}x"
-    return None
-
-
 def effective_batch(config: TrainConfig, adapter_batch: int | None) -> dict[str, Any]:
     """`batch_size x grad_accum` of `config` beside the adapter's; when they differ (only when
     the search was asked to vary it), the factor and what it means for the learning rate."""
     doc: dict[str, Any] = {"value": config.effective_batch, "adapter": adapter_batch}
     note = batch_change(config, adapter_batch)
     if note is not None:
-        doc["factor"] = _round(config.effective_batch / adapter_batch)  # type: ignore[operator]
+        doc["factor"] = rounded(config.effective_batch / adapter_batch)  # type: ignore[operator]
         doc["note"] = note
     return doc
 
@@ -254,8 +145,8 @@ def _host_cpu(result: TrialResult) -> dict[str, Any]:
     usage = result.host_cpu
     if usage is None:
         return {}
-    out: dict[str, Any] = {"cpu_busy_fraction": _round(usage.busy_fraction),
-                           "cpu_steal_fraction": _round(usage.steal_fraction)}
+    out: dict[str, Any] = {"cpu_busy_fraction": rounded(usage.busy_fraction),
+                           "cpu_steal_fraction": rounded(usage.steal_fraction)}
     if usage.steal_fraction >= STEAL_WARNING:
         out["warning"] = (f"the hypervisor took {usage.steal_fraction:.0%} of the CPUs' time "
                           "while this was measured: CPU-bound rates vary between runs here")
@@ -277,13 +168,7 @@ def _diagnosis(result: TrialResult) -> dict[str, Any] | None:
     if d is None:
         return None
     data = {**dataclasses.asdict(d), "verdict": d.verdict.value}
-    return {k: (_round(v) if isinstance(v, float) else v) for k, v in data.items()}
-
-
-def _round(value: float | None, digits: int = 4) -> float | None:
-    if value is None:
-        return None
-    return float(f"{value:.{digits}g}") if abs(value) < 1e4 else round(value, 1)
+    return {k: (rounded(v) if isinstance(v, float) else v) for k, v in data.items()}
 
 
 def yaml_header(doc: dict[str, Any]) -> str:

@@ -17,11 +17,12 @@ from rich.live import Live
 from rich.text import Text
 
 from autotune.contract.config import TrainConfig
+from autotune.contract.events import FirstStepEvent, PhaseEvent, TrialEvent, WindowEvent
 from autotune.contract.fmt import human
 from autotune.contract.noise import likely_cause, spread_warning
 from autotune.contract.phases import Phase
 from autotune.contract.result import Status, TrialResult
-from autotune.outputs.best import winner_phrases
+from autotune.outputs.decision import winner_phrases
 from autotune.study.confirmation.rounds import Candidate
 from autotune.study.confirmation.winner import Winner
 from autotune.study.store.storage import shown
@@ -57,7 +58,7 @@ class QuietListener:
 
     def started(self, settings: Any, done: int, unit: str) -> None: ...
     def trial_started(self, number: int, config: TrainConfig, limit: float) -> None: ...
-    def trial_event(self, number: int, event: dict[str, Any]) -> None: ...
+    def trial_event(self, number: int, event: TrialEvent) -> None: ...
     def trial_finished(self, number: int, result: TrialResult, winner: Winner | None) -> None: ...
     def confirm_started(self, cands: list[Candidate], repeats: int) -> None: ...
     def confirm_result(self, cand: Candidate, result: TrialResult) -> None: ...
@@ -142,19 +143,19 @@ class RichDisplay:
                 text=f"#{number} {config.describe()} (limit {limit:.0f} s)", start=now,
                 phase=Phase.START.value, phase_start=now, compiling=config.compile != "none")
 
-    def trial_event(self, number: int, event: dict[str, Any]) -> None:
+    def trial_event(self, number: int, event: TrialEvent) -> None:
         with self._lock:
             t = self.running.get(number)
             if t is None:
                 return
-            if event.get("event") == "phase" and event.get("phase"):
-                t.phase = str(event["phase"])
+            if isinstance(event, PhaseEvent) and event.phase:
+                t.phase = event.phase
                 t.phase_start = time.monotonic()
-            elif event.get("event") == "first_step":  # compiling happens in the first step
+            elif isinstance(event, FirstStepEvent):  # compiling happens in the first step
                 t.compiling = False
-            elif event.get("event") == "window":
+            elif isinstance(event, WindowEvent):
                 t.windows += 1
-                t.last_window = event.get("throughput")
+                t.last_window = event.throughput
 
     def trial_finished(self, number: int, result: TrialResult, winner: Winner | None) -> None:
         self.done += 1

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from autotune.contract.files import atomic_write_bytes, atomic_write_text
-from autotune.outputs.best import best_document, speedup_note, yaml_header
+from autotune.outputs.best import best_document, yaml_header
+from autotune.outputs.decision import speedup_note
 from autotune.outputs.table import rows_to_csv, trial_rows
 from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
 from autotune.study.store import records, study_attrs

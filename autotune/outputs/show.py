@@ -15,7 +15,7 @@ from rich.table import Table
 from autotune.contract.config import KNOBS, TrainConfig
 from autotune.contract.errors import InputError
 from autotune.contract.fmt import human
-from autotune.outputs.best import decision_note, spread_warnings, winner_phrases
+from autotune.outputs.decision import decision_note, spread_warnings, winner_phrases
 from autotune.outputs.table import trial_rows
 from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
 from autotune.study.store import records, study_attrs

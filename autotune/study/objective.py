@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.contract.config import KNOBS, TrainConfig
+from autotune.contract.events import TrialEvent
 from autotune.contract.fmt import human
 from autotune.contract.request import MeasureSettings, TrialRequest, known_incompatible
 from autotune.contract.result import Status, TrialResult, Verdict
@@ -80,7 +81,7 @@ class Objective:
         config: TrainConfig,
         *,
         limit: float,
-        on_event: Callable[[dict[str, Any]], None] | None = None,
+        on_event: Callable[[TrialEvent], None] | None = None,
         budget_cut: bool = False,
         prunable: bool = True,
     ) -> Outcome:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 from contextlib import ExitStack
-from typing import Any
 
 import optuna
 from optuna.trial import TrialState
 
 from autotune.contract.config import TrainConfig
 from autotune.contract.errors import InputError
+from autotune.contract.events import TrialEvent
 from autotune.contract.result import Status, TrialResult
 from autotune.study.confirmation.rounds import CONFIRM_SHARE, estimate_seconds
 from autotune.study.execution.slots import Job, Slots
@@ -143,7 +143,7 @@ class SlotLoop:
             prune = getattr(self.runners[slot], "prune", None)
             report = report_windows(trial, prune if prunable(records.read_role(trial)) else None)
 
-            def on_event(event: dict[str, Any]) -> None:
+            def on_event(event: TrialEvent) -> None:
                 self.listener.trial_event(trial.number, event)
                 report(event)
 

@@ -1,12 +1,14 @@
-"""What a search is asked to do (`SearchSettings`) and whom it tells (`SearchListener`)."""
+"""What a search is asked to do (`SearchSettings`, and how its trials and confirmation runs are
+timed) and whom it tells (`SearchListener`)."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from autotune.contract.config import TrainConfig
+from autotune.contract.events import TrialEvent
 from autotune.contract.request import MeasureSettings
 from autotune.contract.result import TrialResult
 from autotune.study.confirmation.rounds import Candidate
@@ -14,7 +16,8 @@ from autotune.study.confirmation.winner import Winner
 from autotune.study.execution.layout import Layout
 from autotune.study.store.storage import Heartbeat, absolute_storage
 
-__all__ = ["SearchListener", "SearchSettings"]
+__all__ = ["CONFIRM_WINDOW_SECONDS", "SEARCH_WINDOW_SECONDS", "SearchListener", "SearchSettings",
+           "confirm_measurement", "search_measurement"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -89,12 +92,33 @@ class SearchSettings:
             raise ValueError(f"sampler must be tpe or random, got {self.sampler=}")
 
 
+SEARCH_WINDOW_SECONDS = 0.5
+"""Seconds of a search trial's timed window."""
+
+CONFIRM_WINDOW_SECONDS = 1.0
+"""Seconds of a confirmation run's timed window: longer than the search's, because the search
+ranks configs and the confirmation reports the winner's rate."""
+
+
+def search_measurement(*, budget_seconds: float, tolerance: float) -> MeasureSettings:
+    """How a search trial is timed: windows until the median is known to `tolerance`, or for
+    at most `budget_seconds` (the user's --measure-seconds, --search-tolerance)."""
+    return MeasureSettings(window_seconds=SEARCH_WINDOW_SECONDS, budget_seconds=budget_seconds,
+                           tolerance=tolerance)
+
+
+def confirm_measurement(*, budget_seconds: float, tolerance: float) -> MeasureSettings:
+    """How a confirmation run is timed (the user's --confirm-measure-seconds, --tolerance)."""
+    return MeasureSettings(window_seconds=CONFIRM_WINDOW_SECONDS, budget_seconds=budget_seconds,
+                           tolerance=tolerance)
+
+
 class SearchListener(Protocol):
     """Progress reporting (the rich display, or nothing in tests)."""
 
     def started(self, settings: SearchSettings, done: int, unit: str) -> None: ...
     def trial_started(self, number: int, config: TrainConfig, limit: float) -> None: ...
-    def trial_event(self, number: int, event: dict[str, Any]) -> None: ...
+    def trial_event(self, number: int, event: TrialEvent) -> None: ...
     def trial_finished(self, number: int, result: TrialResult, winner: Winner | None) -> None: ...
     def confirm_started(self, cands: list[Candidate], repeats: int) -> None: ...
     def confirm_result(self, cand: Candidate, result: TrialResult) -> None: ...

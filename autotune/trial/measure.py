@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from autotune.contract.request import MeasureSettings
 from autotune.contract.stats import median_uncertainty, relative_spread
-from autotune.trial.warmup import Gather, Skip, Step, StepResult, warm_up
+from autotune.trial.warmup import Gather, Skip, Step, StepResult, WarmUp, warm_up
 
 __all__ = [
     "Measurement",
@@ -143,30 +143,14 @@ def measure(
         raise NonFiniteLoss(f"loss was not finite during warm-up ({warm.steps} steps)")
     warmup_seconds = clock() - start
 
-    # At least 3 rounds of all workers: an input-bound loader delivers whole batches in bursts,
-    # and a shorter window reads noise (design rule; 2x spread seen with 15 workers, 10 steps).
-    # Not when the step never waited while warm-up drained the loader's queue: its batches were
-    # there, bursts or not (GPT-2 on an H100 with 8 workers: 24-step windows, 11 s instead of 3).
-    # Size windows by wall time per step (data wait included): an input-bound step sized by its
-    # compute time alone would run into the 2x cap every window.
-    wall = warm.step_wall
-    # A step as long as a window is a window: the fewest-steps rule is for short steps, whose
-    # synchronization and launch jitter a few steps average out. GPT-2 in fp32 on an H100
-    # (1.28 s steps) timed 3 windows of 3 steps, 11.5 s, and they agreed within 0.1%.
-    rounds = 1 if wall >= s.window_seconds else s.min_window_steps
-    if not warm.kept_up:
-        rounds = max(rounds, math.ceil(3 * s.num_workers / s.grad_accum))
-    per_window = max(rounds, math.ceil(s.window_seconds / max(wall, 1e-9)))
+    plan = _plan_windows(warm, s, gathered=gather is not None)
     windows: list[Window] = []
     converged = False
     if on_timed_start is not None:
         on_timed_start()
     timed_start = clock()
-    # Across ranks a window is not cut short by one rank's clock: all must run its steps.
-    max_seconds = 2 * s.window_seconds if gather is None else math.inf
     while True:
-        window = _window(step, per_window, sync, clock, max_seconds=max_seconds,
-                         min_steps=rounds)
+        window = _window(step, plan, sync, clock)
         elapsed = clock() - timed_start
         if gather is not None:
             window, elapsed = _agreed(window, elapsed, gather)
@@ -207,23 +191,50 @@ def _agreed(window: Window, elapsed: float, gather: Gather) -> tuple[Window, flo
                   data_wait=statistics.fmean(waits)), max(elapsed_all)
 
 
-def _window(
-    step: Step,
-    n: int,
-    sync: Callable[[], None],
-    clock: Callable[[], float],
-    *,
-    max_seconds: float,
-    min_steps: int,
-) -> Window:
-    """`n` steps between two synchronizations, ended early (never before `min_steps`) once the
-    host has spent `max_seconds`, so that a slowdown cannot stretch one window over the budget."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _WindowPlan:
+    """How long each timed window is."""
+
+    steps: int
+    """Steps per window."""
+    min_steps: int
+    """Steps a window always runs, even past `max_seconds`."""
+    max_seconds: float
+    """Host seconds after which a window ends early (never before `min_steps`)."""
+
+
+def _plan_windows(warm: WarmUp, s: MeasureSettings, *, gathered: bool) -> _WindowPlan:
+    """Window lengths from the warm-up's steady step (`gathered`: DDP ranks measure as one)."""
+    # At least 3 rounds of all workers: an input-bound loader delivers whole batches in bursts,
+    # and a shorter window reads noise (design rule; 2x spread seen with 15 workers, 10 steps).
+    # Not when the step never waited while warm-up drained the loader's queue: its batches were
+    # there, bursts or not (GPT-2 on an H100 with 8 workers: 24-step windows, 11 s instead of 3).
+    # Size windows by wall time per step (data wait included): an input-bound step sized by its
+    # compute time alone would run into the 2x cap every window.
+    wall = warm.step_wall
+    # A step as long as a window is a window: the fewest-steps rule is for short steps, whose
+    # synchronization and launch jitter a few steps average out. GPT-2 in fp32 on an H100
+    # (1.28 s steps) timed 3 windows of 3 steps, 11.5 s, and they agreed within 0.1%.
+    rounds = 1 if wall >= s.window_seconds else s.min_window_steps
+    if not warm.kept_up:
+        rounds = max(rounds, math.ceil(3 * s.num_workers / s.grad_accum))
+    per_window = max(rounds, math.ceil(s.window_seconds / max(wall, 1e-9)))
+    # Across ranks a window is not cut short by one rank's clock: all must run its steps.
+    max_seconds = math.inf if gathered else 2 * s.window_seconds
+    return _WindowPlan(steps=per_window, min_steps=rounds, max_seconds=max_seconds)
+
+
+def _window(step: Step, plan: _WindowPlan, sync: Callable[[], None],
+            clock: Callable[[], float]) -> Window:
+    """`plan.steps` steps between two synchronizations, ended early (never before its
+    `min_steps`) once the host has spent its `max_seconds`, so that a slowdown cannot stretch
+    one window over the budget."""
     sync()
     t0 = clock()
     items = 0
     wait = 0.0
     steps = 0
-    while steps < n and (steps < min_steps or clock() - t0 < max_seconds):
+    while steps < plan.steps and (steps < plan.min_steps or clock() - t0 < plan.max_seconds):
         result = step()
         items += result.items
         wait += result.data_wait

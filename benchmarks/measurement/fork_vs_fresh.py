@@ -26,7 +26,7 @@ from autotune.contract.request import MeasureSettings, TrialRequest  # noqa: E40
 from autotune.study.execution.forkserver import ForkServerRunner  # noqa: E402
 from autotune.study.execution.runner import SubprocessRunner  # noqa: E402
 
-# The search's measurement (autotune/cli/search.py defaults).
+# The search's measurement (study/settings.py: search_measurement with the CLI's defaults).
 SEARCH_MEASURE = MeasureSettings(window_seconds=0.5, budget_seconds=5.0, tolerance=0.05)
 
 

@@ -34,8 +34,8 @@ from autotune.contract.result import Status  # noqa: E402
 from autotune.study.execution.runner import SubprocessRunner  # noqa: E402
 from autotune.study.execution.spare_runner import SpareRunner  # noqa: E402
 
-# The search's confirmation windows (autotune/cli/search.py), with a shorter budget: the
-# measurement's length is not what this compares.
+# The search's confirmation windows (study/settings.py: confirm_measurement), with a shorter
+# budget: the measurement's length is not what this compares.
 CONFIRM_MEASURE = MeasureSettings(window_seconds=1.0, budget_seconds=5.0, tolerance=0.02)
 MEASURED = ("warmup", "windows", "diagnosis")
 

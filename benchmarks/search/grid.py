@@ -34,7 +34,8 @@ from autotune.contract.result import Status, TrialResult  # noqa: E402
 from autotune.study.execution.forkserver import ForkServerRunner  # noqa: E402
 from autotune.study.space.file import load_space  # noqa: E402
 
-# The search's own measurement settings (autotune/cli/search.py): the grid is what a search trial would see.
+# The search's own measurement settings (study/settings.py: search_measurement with the CLI's
+# defaults): the grid is what a search trial would see.
 SEARCH_MEASURE = MeasureSettings(window_seconds=0.5, budget_seconds=5.0, tolerance=0.05)
 
 

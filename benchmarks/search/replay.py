@@ -34,6 +34,7 @@ import optuna  # noqa: E402
 
 from autotune.adapter import Adapter  # noqa: E402
 from autotune.contract.config import TrainConfig  # noqa: E402
+from autotune.contract.events import WindowEvent  # noqa: E402
 from autotune.contract.request import TrialRequest  # noqa: E402
 from autotune.contract.result import Status, TrialResult  # noqa: E402
 from autotune.outputs.display import QuietListener  # noqa: E402
@@ -108,7 +109,7 @@ class GridRunner:
         before = total - timed - phases.get("diagnosis", 0.0)
         for k, rate in enumerate(windows, start=1):
             if on_event is not None:
-                on_event({"event": "window", "throughput": rate})
+                on_event(WindowEvent(throughput=rate))
             if self._prune:
                 self.clock.now += max(0.0, before) + timed * k / len(windows)
                 return TrialResult(status=Status.PRUNED, reason="pruned",

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from autotune import Noise, Status, TrainConfig, TrialResult
+from autotune.contract.events import FirstStepEvent, PhaseEvent, WindowEvent
 from autotune.contract.noise import OtherProcess
 from autotune.outputs.display import QuietListener, RichDisplay, make_console
 from autotune.study.confirmation.rounds import Candidate
@@ -99,15 +100,15 @@ def test_status_line_follows_the_running_trial_its_phase_and_the_best() -> None:
     assert "trial 1/5" in status_line(display)
     assert "running #2 bs=32 workers=2 bf16 (limit 120 s) [start 0 s: starting; trial 0 s]" \
         in status_line(display)
-    display.trial_event(2, {"event": "phase", "phase": "first_batch"})
+    display.trial_event(2, PhaseEvent(phase="first_batch", time=0.0))
     assert "[first_batch 0 s: waiting for the first batch;" in status_line(display)
-    display.trial_event(2, {"event": "phase", "phase": "warmup"})
+    display.trial_event(2, PhaseEvent(phase="warmup", time=0.0))
     assert "[warmup 0 s: warming up;" in status_line(display)
-    display.trial_event(2, {"event": "phase", "phase": "windows"})
-    display.trial_event(2, {"event": "window", "throughput": 1500.0})
-    display.trial_event(2, {"event": "window", "throughput": 1600.0})
+    display.trial_event(2, PhaseEvent(phase="windows", time=0.0))
+    display.trial_event(2, WindowEvent(throughput=1500.0))
+    display.trial_event(2, WindowEvent(throughput=1600.0))
     assert "[windows 0 s: window 2: 1.6k/s;" in status_line(display)
-    display.trial_event(2, {"event": "phase", "phase": "diagnosis"})
+    display.trial_event(2, PhaseEvent(phase="diagnosis", time=0.0))
     assert "[diagnosis 0 s: diagnosing: the loader alone, the model alone;" in status_line(display)
     display.trial_finished(2, TrialResult(status=Status.OK, throughput=1600.0),
                            winner(2, 1600.0, 800.0))
@@ -119,9 +120,9 @@ def test_status_line_follows_the_running_trial_its_phase_and_the_best() -> None:
 def test_status_line_says_compiling_until_the_first_step_is_done() -> None:
     display = RichDisplay(console())
     display.trial_started(0, TrainConfig(batch_size=8, compile="default"), 60.0)
-    display.trial_event(0, {"event": "phase", "phase": "warmup"})
+    display.trial_event(0, PhaseEvent(phase="warmup", time=0.0))
     assert "[warmup 0 s: compiling (the first step);" in status_line(display)
-    display.trial_event(0, {"event": "first_step", "seconds": 20.0})
+    display.trial_event(0, FirstStepEvent(seconds=20.0))
     assert "[warmup 0 s: warming up;" in status_line(display)
 
 
@@ -259,7 +260,7 @@ def test_quiet_listener_says_nothing(capsys: pytest.CaptureFixture[str], tmp_pat
     quiet = QuietListener()
     quiet.started(None, 0, "samples")
     quiet.trial_started(0, BASE, 60.0)
-    quiet.trial_event(0, {"event": "window", "throughput": 1.0})
+    quiet.trial_event(0, WindowEvent(throughput=1.0))
     quiet.trial_finished(0, TrialResult(status=Status.OK, throughput=1.0), winner(0, 1.0, 1.0))
     quiet.confirm_started([], 2)
     quiet.confirm_result(Candidate(trial=0, config=BASE, search_throughput=1.0,

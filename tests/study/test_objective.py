@@ -11,6 +11,7 @@ from helpers import FakeRunner
 from optuna.trial import TrialState
 
 from autotune import Diagnosis, MeasureSettings, Status, TrainConfig, TrialResult, Verdict
+from autotune.contract.events import TrialEvent, WindowEvent
 from autotune.contract.request import TrialRequest
 from autotune.study.objective import Objective, Outcome
 from autotune.study.store.records import TrialRecord
@@ -55,12 +56,12 @@ def test_events_reach_the_caller(tmp_path: Path) -> None:
     class Streaming:
         def run(self, request: TrialRequest, trial_dir: Path, *, timeout: float,
                 on_event: Any = None) -> TrialResult:
-            on_event({"event": "window", "throughput": 3.0})
+            on_event(WindowEvent(throughput=3.0))
             return TrialResult(status=Status.OK, throughput=3.0)
 
-    seen: list[dict[str, Any]] = []
+    seen: list[TrialEvent] = []
     objective(tmp_path, Streaming())(0, TrainConfig(batch_size=8), limit=1.0, on_event=seen.append)
-    assert seen == [{"event": "window", "throughput": 3.0}]
+    assert seen == [WindowEvent(throughput=3.0)]
 
 
 # -- refusing ------------------------------------------------------------------------------------------

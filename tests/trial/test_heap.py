@@ -12,7 +12,7 @@ from test_worker import request_for
 
 from autotune import Status, TrainConfig
 from autotune.contract.allocator import HEAP_ENV
-from autotune.trial import worker
+from autotune.trial import steps, worker
 
 # Touch 20 MiB from malloc (above glibc's starting mmap threshold of 128 KiB, below the held
 # 32 MiB), free it, and print how much of it the process still holds.
@@ -68,7 +68,7 @@ def test_held_thresholds_reach_spawned_processes(monkeypatch: pytest.MonkeyPatch
 def test_a_cpu_trial_holds_the_heap_thresholds(tiny_adapter: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[bool] = []
-    monkeypatch.setattr(worker, "hold_host_heap", lambda: calls.append(True) or True)
+    monkeypatch.setattr(steps, "hold_host_heap", lambda: calls.append(True) or True)
     result = worker.run_trial(request_for(tiny_adapter, TrainConfig(batch_size=8), diagnose=False))
     assert result.status is Status.OK, result.reason
     assert calls == [True]

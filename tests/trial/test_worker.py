@@ -15,8 +15,8 @@ from helpers import PID_DIR_ENV, TEST_ADAPTERS, recorded_pids
 from autotune import HostCpu, MeasureSettings, Status, TrainConfig, TrialResult, load_adapter
 from autotune.contract.phases import PHASES
 from autotune.contract.request import TrialRequest
-from autotune.trial.worker import (DIAGNOSIS_RESERVE, REPORT_RESERVE, Preloaded, _one_line, main,
-                                   run_trial, serve, settings_for)
+from autotune.trial.steps import DIAGNOSIS_RESERVE, REPORT_RESERVE, one_line, settings_for
+from autotune.trial.worker import Preloaded, main, run_trial, serve
 
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
 
@@ -273,4 +273,4 @@ def test_main_needs_one_trial_folder(capsys: pytest.CaptureFixture[str]) -> None
     ids=["one-line", "worker-exception", "empty", "cut-at-300"],
 )
 def test_one_line_reasons(exc: BaseException, line: str) -> None:
-    assert _one_line(exc) == line
+    assert one_line(exc) == line

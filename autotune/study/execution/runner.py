@@ -17,9 +17,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import BinaryIO, Protocol
 
 from autotune.contract.allocator import ALLOC_ENV, OTHER_ALLOC_ENVS
+from autotune.contract.events import FirstStepEvent, PhaseEvent, TrialEvent, WindowEvent, decode
 from autotune.contract.phases import Phase, stalled
 from autotune.contract.request import LAUNCH_ENV, TrialRequest, compile_cache_env
 from autotune.contract.result import Status, TrialResult
@@ -27,7 +28,7 @@ from autotune.study.execution.processes import TrialProcess, kill_group
 
 __all__ = ["InProcessRunner", "Runner", "SubprocessRunner", "kill_group"]
 
-EventCallback = Callable[[dict[str, Any]], None]
+EventCallback = Callable[[TrialEvent], None]
 
 
 class Runner(Protocol):
@@ -90,7 +91,8 @@ class SubprocessRunner:
     ) -> TrialResult:
         # The limit this runner enforces travels with the request, from when its clock starts
         # (before a spare's or the fork server's start-up): the trial ends its windows and
-        # starts no diagnosis it could not finish (`worker.REPORT_RESERVE`, `DIAGNOSIS_RESERVE`).
+        # starts no diagnosis it could not finish (`trial.steps.REPORT_RESERVE`,
+        # `DIAGNOSIS_RESERVE`).
         start = time.monotonic()
         request = dataclasses.replace(request, time_limit=timeout, deadline=time.time() + timeout)
         _prepare(request, trial_dir)
@@ -247,14 +249,15 @@ class _EventTail:
                 if not line.endswith("\n"):
                     break  # incomplete: read it next time
                 self.offset = f.tell()
-                event = json.loads(line)
-                kind = event.get("event")
-                if kind == "window":
-                    self.rates.append(float(event["throughput"]))
-                elif kind == "phase":
-                    self.phase = str(event["phase"])
-                    self.phase_since = float(event.get("time", time.time()))
-                elif kind == "first_step":
+                event = decode(line)  # a garbled line raises; an unknown kind is skipped
+                if event is None:
+                    continue
+                if isinstance(event, WindowEvent):
+                    self.rates.append(float(event.throughput))
+                elif isinstance(event, PhaseEvent):
+                    self.phase = event.phase
+                    self.phase_since = float(event.time)
+                elif isinstance(event, FirstStepEvent):
                     self.stepped = True
                 if self.callback is not None:
                     self.callback(event)
@@ -286,7 +289,9 @@ class InProcessRunner:
         result = run_trial(dataclasses.replace(request, check_env=False), events)
         if on_event is not None and events.is_file():
             for line in events.read_text().splitlines():
-                on_event(json.loads(line))
+                event = decode(line)
+                if event is not None:
+                    on_event(event)
         result = result.replace(duration_seconds=time.monotonic() - start)
         result.save(trial_dir / "result.json")
         return result

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, TrialState
+
+from autotune.contract.events import TrialEvent, WindowEvent
 
 __all__ = ["PRUNE_RATIO", "IncumbentPruner", "report_copy", "report_windows"]
 
@@ -49,15 +50,15 @@ class IncumbentPruner(BasePruner):
 
 
 def report_windows(trial: optuna.Trial, prune: Callable[[str], None] | None
-                   ) -> Callable[[dict[str, Any]], None]:
+                   ) -> Callable[[TrialEvent], None]:
     """A trial's event callback: report each window's running median to Optuna and, when the
     pruner says so, stop the trial through `prune` (its runner's; None: never pruned)."""
     rates: list[float] = []
 
-    def on_event(event: dict[str, Any]) -> None:
-        if event.get("event") != "window" or prune is None:
+    def on_event(event: TrialEvent) -> None:
+        if not isinstance(event, WindowEvent) or prune is None:
             return
-        rates.append(float(event["throughput"]))
+        rates.append(float(event.throughput))
         trial.report(statistics.median(rates), len(rates))
         if trial.should_prune():
             prune(f"pruned after {len(rates)} window(s): "

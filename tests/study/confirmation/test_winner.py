@@ -10,7 +10,7 @@ from helpers import stored_trial
 from optuna.trial import TrialState
 
 from autotune import TrainConfig
-from autotune.outputs.best import decision_note
+from autotune.outputs.decision import decision_note
 from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
 from autotune.study.store.records import TrialRecord
 from autotune.study.store.study_attrs import ConfirmationEntry

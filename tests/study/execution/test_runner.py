@@ -13,6 +13,7 @@ import pytest
 from helpers import PID_DIR_ENV, kill_all, process_state, recorded_pids
 
 from autotune import MeasureSettings, Status, TrainConfig, TrialResult
+from autotune.contract.events import PhaseEvent, TrialEvent, WindowEvent
 from autotune.contract.phases import PHASES
 from autotune.contract.request import TrialRequest
 from autotune.study.execution.processes import _group_running, _wait_group_dead
@@ -31,7 +32,7 @@ def request_for(adapter: Path, config: TrainConfig, measure: MeasureSettings = Q
 
 
 def test_in_process_runner_ok(tmp_path: Path, tiny_adapter: Path) -> None:
-    events: list[dict[str, Any]] = []
+    events: list[TrialEvent] = []
     trial_dir = tmp_path / "trials" / "7"
     result = InProcessRunner().run(
         request_for(tiny_adapter, TrainConfig(batch_size=8)), trial_dir, timeout=60,
@@ -54,10 +55,10 @@ def test_in_process_runner_ok(tmp_path: Path, tiny_adapter: Path) -> None:
     request = TrialRequest.from_dict(json.loads((trial_dir / "request.json").read_text()))
     assert request.config == TrainConfig(batch_size=8)
     assert TrialResult.load(trial_dir / "result.json") == result
-    kinds = [e["event"] for e in events if e["event"] != "phase"]
+    kinds = [e.KIND for e in events if not isinstance(e, PhaseEvent)]
     assert kinds[0] == "composed" and kinds.count("window") == result.windows
     # Each phase is announced as it starts, in order, and its seconds end up in the result.
-    phases = [e["phase"] for e in events if e["event"] == "phase"]
+    phases = [e.phase for e in events if isinstance(e, PhaseEvent)]
     assert phases == list(PHASES[1:])
     assert set(phases) <= set(result.phases)
 
@@ -179,6 +180,20 @@ def test_a_stalled_trial_counts_from_the_phase_it_entered_last(tmp_path: Path) -
         "no batch from the DataLoader after 55 s"
 
 
+def test_the_tail_hands_on_typed_events_and_skips_unknown_kinds(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    write_events(path, {"event": "phase", "phase": "windows", "time": 1.0},
+                 {"event": "from_a_later_version"},
+                 {"event": "window", "throughput": 5.0, "seconds": 1.0, "steps": 3,
+                  "data_wait": 0.0})
+    seen: list[TrialEvent] = []
+    tail = _EventTail(path, seen.append)
+    tail.poll()
+    assert seen == [PhaseEvent(phase="windows", time=1.0),
+                    WindowEvent(throughput=5.0, seconds=1.0, steps=3, data_wait=0.0)]
+    assert tail.rates == [5.0] and tail.phase == "windows"
+
+
 # -- real child processes -----------------------------------------------------------------------------
 
 
@@ -285,7 +300,7 @@ def test_subprocess_killed_by_a_signal_is_crashed(
 
 @pytest.mark.slow
 def test_subprocess_with_compile(tmp_path: Path, tiny_adapter: Path) -> None:
-    events: list[dict[str, Any]] = []
+    events: list[TrialEvent] = []
     trial_dir = tmp_path / "t"
     result = SubprocessRunner().run(
         request_for(tiny_adapter, TrainConfig(batch_size=8, compile="default"),
@@ -300,7 +315,7 @@ def test_subprocess_with_compile(tmp_path: Path, tiny_adapter: Path) -> None:
     assert result.warmup_seconds >= result.compile_seconds
     assert result.duration_seconds is not None and result.duration_seconds >= result.warmup_seconds
     assert (trial_dir / "result.json").is_file() and (trial_dir / "log.txt").is_file()
-    assert any(e["event"] == "window" for e in events)
+    assert any(isinstance(e, WindowEvent) for e in events)
     # The limit the runner enforces went to the trial with its request.
     written = TrialRequest.from_dict(json.loads((trial_dir / "request.json").read_text()))
     assert written.time_limit == 240

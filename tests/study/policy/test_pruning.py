@@ -7,6 +7,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from autotune.contract.events import WindowEvent
 from autotune.study.policy.pruning import IncumbentPruner, report_copy, report_windows
 
 
@@ -26,7 +27,7 @@ def windows(trial: optuna.Trial, rates: list[float]) -> list[str]:
     pruned: list[str] = []
     on_event = report_windows(trial, pruned.append)
     for rate in rates:
-        on_event({"event": "window", "throughput": rate})
+        on_event(WindowEvent(throughput=rate))
         if pruned:
             break
     return pruned

@@ -1,0 +1,120 @@
+"""How sure a search is of its winner, in words: best.yaml's `confidence` and `decision` block,
+the warnings on runs that disagree, and the phrases the display and `autotune show` end with."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autotune.contract.fmt import human, rounded
+from autotune.contract.noise import SPREAD_WARNING, spread_warning
+from autotune.study.confirmation.lead import DISAGREE, disagreement, evidence
+from autotune.study.confirmation.winner import Winner
+
+__all__ = ["decision_block", "decision_note", "speedup_note", "spread_warnings", "winner_phrases"]
+
+
+def decision_block(winner: Winner, unit: str) -> dict[str, Any]:
+    """`confidence` (high or low) and the numbers behind it: how the confirmation decided,
+    and whether the ratio to the baseline stands."""
+    d = winner.decision
+    if d is None or not winner.confirmation:
+        return {"confidence": "low", "decision": {
+            "verdict": "not confirmed",
+            "note": "one search measurement: no fresh runs re-measured it (--confirm 0, or the "
+                    "budget ended first)"}}
+    block: dict[str, Any] = {
+        "verdict": d.verdict,
+        "note": decision_note(winner),
+        "runs": d.runs,
+        "spread": rounded(d.spread),
+        "runner_up": d.runner_up,
+        "runner_up_runs": d.runner_up_runs,
+        "ratio": rounded(d.ratio),
+        "interval": [rounded(v) for v in d.interval] if d.interval else None,
+    }
+    if d.tied:
+        block["tied"] = list(d.tied)
+        block["picked"] = ("the cheapest of the tied configs whose median is as near the "
+                           "highest as that config's own runs are to each other: less peak "
+                           "memory, then fewer workers, then no compile")
+    block["baseline_spread"] = rounded(d.baseline_spread)
+    block["speedup_confirmed"] = d.speedup_confirmed
+    block["speedup_interval"] = ([rounded(v) for v in d.speedup_interval]
+                                 if d.speedup_interval else None)
+    note = speedup_note(winner)
+    if note:
+        block["speedup_note"] = note
+    warnings = spread_warnings(winner, unit)
+    if warnings:
+        block["warnings"] = warnings
+    return {"confidence": d.confidence, "decision": block}
+
+
+def spread_warnings(winner: Winner, unit: str) -> list[str]:
+    """One line per confirmed config whose runs disagree, naming the cause measured during
+    them (`contract.noise`); a config run once fresh is compared with its search trial."""
+    out = []
+    for c in winner.confirmation or ():
+        results = (winner.runs or {}).get(c.trial, ())
+        text = spread_warning(results, unit=unit) if len(c.throughputs) >= 2 and results else None
+        runs = evidence(c)
+        if text is None and disagreement(runs) >= DISAGREE:
+            with_search = " counting its search trial" if len(c.throughputs) < 2 else ""
+            text = (f"runs disagree by {disagreement(runs):.3g}x ({human(min(runs))} to "
+                    f"{human(max(runs))} {unit}/s{with_search}): something besides the config "
+                    "changed the rate between runs")
+        if text is not None:
+            out.append(f"trial {c.trial}: {text}")
+    return out
+
+
+def decision_note(winner: Winner) -> str:
+    d = winner.decision
+    assert d is not None  # checked by the caller
+    if d.verdict == "clear lead":
+        lead = (f"trial {winner.record.number} leads trial {d.runner_up} by {d.ratio:.3g}x "
+                f"(95% interval {d.interval[0]:.3g}-{d.interval[1]:.3g}) over {d.runs} and "
+                f"{d.runner_up_runs} fresh runs" if d.interval and d.ratio else "clear lead")
+        if d.confidence == "low" and d.own_spread > SPREAD_WARNING:
+            lead += (f"; but its own runs are {d.spread:.3g}x apart, so its rate is known no "
+                     "better than that")
+        return lead
+    if d.verdict == "tie within noise":
+        how = ("are as fast as each other (their ratio within 2% of 1)" if d.confidence == "high"
+               else "are within the noise of their runs")
+        picked = (f"the cheapest, trial {winner.record.number}, is picked" if d.leader is not None
+                  else f"trial {winner.record.number}, the highest median and the cheapest of "
+                  "those as near it as its own runs are to each other, is picked")
+        return f"trials {', '.join(map(str, d.tied))} {how}; {picked}"
+    if d.verdict == "too few runs":
+        return f"ahead, but the budget allowed {d.runs} fresh run(s) of it"
+    return "the only config whose fresh runs were ok"
+
+
+def winner_phrases(winner: Winner) -> tuple[str, str]:
+    """", 2.50x the baseline" (saying so when the baseline's runs disagree) and
+    " (confidence high: clear lead)": how the end of a search names the winner's standing."""
+    d = winner.decision
+    speed = f", {winner.speedup:.2f}x the baseline" if winner.speedup else ""
+    note = speedup_note(winner)
+    if speed and note:
+        speed += f" ({note})"
+    if d is not None:
+        return speed, f" (confidence {d.confidence}: {d.verdict})"
+    if not winner.confirmation:
+        return speed, " (not confirmed)"
+    return speed, "" if note else " (confirmed by repeated runs)"
+
+
+def speedup_note(winner: Winner) -> str | None:
+    """Why the ratio to the baseline is not confirmed (None when it is, or nothing was
+    confirmed): the baseline's own runs disagree 2x or more, or it has no fresh run."""
+    base = next((c for c in winner.confirmation or () if c.baseline), None)
+    if not winner.confirmation or not winner.baseline:
+        return None
+    if base is None or not base.throughputs:
+        return "not confirmed: the baseline has no fresh run"
+    spread = disagreement(evidence(base))
+    if spread >= DISAGREE:
+        return f"not confirmed: the baseline's own runs disagree {spread:.1f}x"
+    return None

@@ -1,0 +1,300 @@
+"""The steps of one trial, in the order `worker.run_trial` takes them: import, prepare the
+process, load the adapter, start the device, build the step, time it, read what the compiler
+did, diagnose, read the memory peaks. Each takes what it needs and returns a typed value; an
+exception from one is the trial's outcome (`run_trial` classifies it).
+
+Torch and the trial code are imported by `import_trial_code`, in the trial's import phase;
+the other steps import from them again (a lookup in `sys.modules`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import resource
+import time
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from autotune.contract.allocator import ALLOC_ENV
+from autotune.contract.config import TrainConfig
+from autotune.contract.events import FirstStepEvent, SparePausedEvent, WindowEvent
+from autotune.contract.noise import Noise
+from autotune.contract.phases import Phase
+from autotune.contract.request import MeasureSettings, TrialRequest
+from autotune.contract.result import Diagnosis, Fingerprint, HostCpu
+from autotune.trial import noiseprobe
+from autotune.trial.heap import hold_host_heap
+from autotune.trial.hostcpu import CpuTimes, cpu_usage, read_cpu_times
+from autotune.trial.progress import Progress, time_left
+from autotune.trial.spare import pause_spare
+
+if TYPE_CHECKING:
+    import torch
+
+    from autotune.trial.compose import TrainStep
+    from autotune.trial.measure import Measurement, Window
+    from autotune.trial.rank import Rank
+
+__all__ = ["DIAGNOSIS_RESERVE", "REPORT_RESERVE", "Compiled", "Diagnosed", "Memory", "Preloaded",
+           "Timed", "build", "compiled", "diagnosed", "import_trial_code", "load", "memory",
+           "one_line", "prepare", "settings_for", "start_device", "time_step", "worth_diagnosing"]
+
+REPORT_RESERVE = 5.0
+"""Seconds before the trial's time limit at which its timed windows stop, converged or not:
+what follows (compile artifacts, the result) must fit. A confirmation run on an H100 was killed
+at its 32-s limit after 22 windows of a launch-bound step, and all 22 were lost."""
+
+DIAGNOSIS_RESERVE = 15.0
+"""Seconds that must be left of the trial's time limit to start the diagnosis (it took 1.5-12 s
+on an H100): a GPT-2 trial on an H200 was killed 1 s into it, its windows measured and lost."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Preloaded:
+    """What a fork server built once before forking trials: the adapter class and its dataset."""
+
+    adapter_path: str
+    adapter_cls: type[Any]
+    dataset: Any = None
+    """None: each trial builds its own (the adapter's dataset() failed or was not built)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Timed:
+    """The step's measurement and what the machine did meanwhile."""
+
+    measurement: Measurement
+    host_cpu: HostCpu | None
+    """How busy the CPUs were during the timed windows (None: not Linux)."""
+    noise: Noise | None
+    """What else ran meanwhile (None for a DDP rank: its peers would read as noise)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Compiled:
+    """What `torch.compile` found in the study's persistent caches, and what it saved."""
+
+    cache_hits: int
+    cache_misses: int
+    artifacts: str = ""
+    """Path of the saved compile artifacts ("" when none were asked for or made)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Diagnosed:
+    """The bottleneck diagnosis, or why there is none."""
+
+    diagnosis: Diagnosis | None = None
+    """None: not diagnosed (not asked, out of time, slower than the best) or it failed."""
+    error: str = ""
+    """Why the diagnosis failed ("" when it did not)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Memory:
+    """The trial process's memory peaks."""
+
+    peak_rss_mb: float
+    """Peak resident host memory (its DataLoader workers not counted)."""
+    peak_allocated_mb: float | None = None
+    """Peak device memory in live tensors (CUDA only)."""
+    peak_reserved_mb: float | None = None
+    """Peak device memory held by PyTorch's caching allocator (CUDA only)."""
+
+
+def import_trial_code() -> None:
+    """Torch and the trial modules that need it: the import phase's work."""
+    import torch  # noqa: F401
+
+    import autotune.adapter  # noqa: F401
+    import autotune.trial.blame  # noqa: F401
+    import autotune.trial.compose  # noqa: F401
+    import autotune.trial.fingerprint  # noqa: F401
+    import autotune.trial.measure  # noqa: F401
+    import autotune.trial.oom  # noqa: F401
+
+
+def prepare(request: TrialRequest, device: torch.device) -> None:
+    """The process as the trial needs it: the host heap held as in production, and the
+    allocator settings the parent set."""
+    if device.type == "cpu":
+        hold_host_heap()  # forked, fresh or production: the same heap (trial.heap)
+    if request.check_env and os.environ.get(ALLOC_ENV, "") != request.config.alloc_conf:
+        raise RuntimeError(
+            f"{ALLOC_ENV}={os.environ.get(ALLOC_ENV, '')!r} in the trial process, expected "
+            f"{request.config.alloc_conf!r}: the allocator settings did not reach it"
+        )
+
+
+def load(request: TrialRequest, preloaded: Preloaded | None) -> tuple[type[Any], Any]:
+    """The adapter class and its dataset (None: the trial builds it), a fork server's when it
+    preloaded this adapter."""
+    from autotune.adapter import load_adapter
+    from autotune.trial.blame import blame
+
+    if preloaded is not None and preloaded.adapter_path == request.adapter:
+        return preloaded.adapter_cls, preloaded.dataset
+    try:
+        return load_adapter(request.adapter), None
+    except Exception as exc:
+        blame(exc, "the adapter file")
+        raise
+
+
+def start_device(device: torch.device, rank: Rank | None) -> Fingerprint:
+    """Start the device (CUDA's context, a DDP rank's process groups) and say where the trial
+    runs."""
+    import torch
+
+    from autotune.trial.fingerprint import fingerprint
+
+    if rank is not None:
+        rank.setup()  # the process groups (NCCL starts here, with CUDA)
+    facts = fingerprint(device)
+    if device.type == "cuda":
+        torch.empty(1, device=device)  # the context itself is made at the first allocation
+        torch.cuda.reset_peak_memory_stats(device)
+    return facts
+
+
+def build(adapter_cls: type[Any], dataset: Any, config: TrainConfig, device: torch.device,
+          progress: Progress, rank: Rank | None) -> TrainStep:
+    """The user's step with `config` applied (`compose` enters the model and dataset phases)."""
+    from autotune.trial.blame import blame
+    from autotune.trial.compose import compose
+
+    try:
+        adapter = adapter_cls()
+    except Exception as exc:
+        blame(exc, "the adapter's __init__")
+        raise
+    return compose(adapter, config, device, dataset=dataset, on_phase=progress.enter,
+                   ddp=None if rank is None else rank.wrap)
+
+
+def settings_for(config: TrainConfig, base: MeasureSettings) -> MeasureSettings:
+    """Fill in what the measurement must know about the loader and accumulation."""
+    # PyTorch's DataLoader holds num_workers * prefetch_factor batches ahead (default factor 2).
+    prefetch = config.num_workers * (config.prefetch_factor or 2)
+    return dataclasses.replace(
+        base,
+        num_workers=config.num_workers,
+        grad_accum=config.grad_accum,
+        prefetch_batches=prefetch,
+    )
+
+
+def time_step(step: TrainStep, request: TrialRequest, settings: MeasureSettings,
+              progress: Progress, rank: Rank | None, device: torch.device) -> Timed:
+    """Warm the step up and time its windows (`measure`), streaming each window; the CPUs'
+    use and the noise are read around the timed windows. Raises `NonFiniteLoss`."""
+    from autotune.trial.measure import measure
+
+    cpu_start: list[CpuTimes | None] = []
+    noise_start: list[noiseprobe.Probe] = []
+
+    def timed_start() -> None:
+        paused = pause_spare()
+        if paused is not None:
+            progress.emit(SparePausedEvent(pid=paused))
+        progress.enter(Phase.WINDOWS)
+        cpu_start.append(read_cpu_times())
+        if rank is None:  # a DDP rank's peers, in their own groups, would read as noise
+            noise_start.append(noiseprobe.start())
+
+    def first_step(seconds: float) -> None:  # past it, a slow warm-up is not compiling
+        progress.emit(FirstStepEvent(seconds=seconds))
+
+    def on_window(w: Window) -> None:
+        progress.emit(WindowEvent(throughput=w.throughput, seconds=w.seconds, steps=w.steps,
+                                  data_wait=w.data_wait))
+
+    left = time_left(request, progress)
+    stop_at = None if left is None else time.perf_counter() + left - REPORT_RESERVE
+    m = measure(step, sync=step.sync, settings=settings,
+                finite=step.finite if rank is None else rank.agreed(step.finite),
+                gather=None if rank is None else rank.gather,
+                on_window=on_window, on_timed_start=timed_start, on_first_step=first_step,
+                stop_at=stop_at, skip=step.skip_queued)
+    host_cpu = cpu_usage(cpu_start[0] if cpu_start else None, read_cpu_times())
+    noise = (noiseprobe.finish(noise_start[0], gpu_uuid=noiseprobe.gpu_uuid(device))
+             if noise_start else None)
+    return Timed(measurement=m, host_cpu=host_cpu, noise=noise)
+
+
+def compiled(request: TrialRequest, folder: Path | None) -> Compiled:
+    """Hits and misses of the persistent FX-graph and AOTAutograd caches in this process, and
+    the compile artifacts saved into `folder` when the request asks (None: nowhere to)."""
+    from torch._dynamo.utils import counters
+
+    hits = counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"]
+    misses = (counters["inductor"]["fxgraph_cache_miss"]
+              + counters["aot_autograd"]["autograd_cache_miss"])
+    saved = _save_compile_artifacts(folder) \
+        if request.save_compile_artifacts and folder is not None else ""
+    return Compiled(cache_hits=int(hits), cache_misses=int(misses), artifacts=saved)
+
+
+def _save_compile_artifacts(folder: Path) -> str:
+    """`torch.compiler.save_cache_artifacts()` into `folder`: what production loads to skip the
+    compile (PyTorch's "Compile Time Caching" recipe). "" when there is nothing to save."""
+    import torch
+
+    saved = torch.compiler.save_cache_artifacts()
+    if saved is None:
+        return ""
+    path = folder / "compile_artifacts.bin"
+    path.write_bytes(saved[0])
+    return str(path)
+
+
+def worth_diagnosing(request: TrialRequest, timed: Timed, progress: Progress,
+                     rank: Rank | None) -> bool:
+    """Whether to diagnose: asked for, not a DDP rank (its steps would have to run on every
+    rank), fast enough (`diagnose_from`), and never near the time limit (a trial killed in its
+    diagnosis would lose its measurement)."""
+    left = time_left(request, progress)
+    in_time = left is None or left >= DIAGNOSIS_RESERVE
+    return (request.diagnose and rank is None and in_time
+            and timed.measurement.throughput >= (request.diagnose_from or 0.0))
+
+
+def diagnosed(step: TrainStep, timed: Timed, prefetch_batches: int) -> Diagnosed:
+    """The bottleneck diagnosis; a failure here is noted, never turns an ok trial into an error."""
+    from autotune.trial.diagnose import diagnose
+
+    m = timed.measurement
+    busy = timed.host_cpu.busy_fraction if timed.host_cpu is not None else None
+    try:
+        d = diagnose(step, throughput=m.throughput, data_wait_fraction=m.data_wait_fraction,
+                     prefetch_batches=prefetch_batches, cpu_busy_fraction=busy,
+                     step_seconds=m.step_seconds)
+    except Exception as exc:  # recorded with its traceback in the log
+        traceback.print_exc()
+        return Diagnosed(error=one_line(exc))
+    return Diagnosed(diagnosis=d)
+
+
+def memory(device: torch.device) -> Memory:
+    import torch
+
+    # ru_maxrss is in KiB on Linux: the process's peak resident host memory.
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if device.type == "cuda" and torch.cuda.is_initialized():
+        return Memory(peak_rss_mb=rss,
+                      peak_allocated_mb=torch.cuda.max_memory_allocated(device) / 2**20,
+                      peak_reserved_mb=torch.cuda.max_memory_reserved(device) / 2**20)
+    return Memory(peak_rss_mb=rss)
+
+
+def one_line(exc: BaseException) -> str:
+    """Type and message on one line. A multi-line message keeps its last line too: a DataLoader
+    worker's exception arrives as "Caught ValueError in DataLoader worker process 0." with the
+    original error ("ValueError: bad sample 3") on the last line."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    if len(lines) > 1:
+        text += f" ... {lines[-1]}"
+    return f"{type(exc).__name__}: {text}"[:300]
