@@ -86,6 +86,7 @@ def run_trial(request: TrialRequest, events: Path | None = None,
     from autotune.adapter import load_adapter
     from autotune.trial.blame import blame, blamed
     from autotune.trial.compose import compose
+    from autotune.trial.features.compile import CompileWatch
     from autotune.trial.fingerprint import fingerprint
     from autotune.trial.measure import measure
     from autotune.trial.oom import is_oom_error
@@ -150,26 +151,35 @@ def run_trial(request: TrialRequest, events: Path | None = None,
             if rank is None:  # a DDP rank's peers, in their own groups, would read as noise
                 noise_start.append(noiseprobe.start())
 
+        watch = CompileWatch()
+        grace = request.compile_grace if config.compile != "none" else 0.0
+        compiled_for: list[float] = []  # what the limit grew by: the first step, up to grace
+
         def first_step(seconds: float) -> None:  # past it, a slow warm-up is not compiling
+            watch.first_step_done()
+            compiled_for.append(min(grace, seconds))
             phases.emit({"event": "first_step", "seconds": seconds})
 
         left = _time_left(request, phases)
-        stop_at = None if left is None else time.perf_counter() + left - REPORT_RESERVE
+        stop = None if left is None else time.perf_counter() + left - REPORT_RESERVE
         m = measure(step, sync=step.sync, settings=settings,
                     finite=step.finite if rank is None else rank.agreed(step.finite),
                     gather=None if rank is None else rank.gather,
                     on_window=on_window, on_timed_start=timed_start, on_first_step=first_step,
-                    stop_at=stop_at, skip=step.skip_queued)
+                    stop_at=lambda: None if stop is None else stop + sum(compiled_for),
+                    skip=step.skip_queued, varying=lambda: step.shapes.vary)
+        facts.update(step.shapes.facts())
         facts["host_cpu"] = cpu_usage(cpu_start[0] if cpu_start else None, read_cpu_times())
         if noise_start:
             facts["noise"] = noiseprobe.finish(noise_start[0], gpu_uuid=noiseprobe.gpu_uuid(device))
         if config.compile != "none":
+            facts.update(watch.facts(dynamic_shapes=step.dynamic_shapes))
             facts.update(_compile_cache_counts())
             if request.save_compile_artifacts and events is not None:
                 facts["compile_artifacts"] = _save_compile_artifacts(events.parent)
         # Never near the time limit: a trial killed in its diagnosis would lose its measurement.
         left = _time_left(request, phases)
-        in_time = left is None or left >= DIAGNOSIS_RESERVE
+        in_time = left is None or left + sum(compiled_for) >= DIAGNOSIS_RESERVE
         if request.diagnose and rank is None and in_time \
                 and m.throughput >= (request.diagnose_from or 0.0):
             phases.enter(Phase.DIAGNOSIS)
