@@ -12,6 +12,7 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.fmt import human
 from autotune.contract.noise import SPREAD_WARNING, spread_warning
 from autotune.contract.result import Fingerprint, TrialResult
+from autotune.contract.shapes import shapes_block
 from autotune.study.records import StudyInfo
 from autotune.study.lead import DISAGREE, disagreement, evidence
 from autotune.study.storage import shown
@@ -58,6 +59,8 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
         ] if winner.confirmation else None,
         "study": _study_block(winner),
         "diagnosis": _diagnosis(_diagnosed(winner) or result),
+        "shapes": shapes_block(vary=result.shapes_vary, shape_range=result.shape_range,
+                               count=result.shape_count, dynamic=result.dynamic_shapes),
         "measurement": {
             "trial": best.number,
             "spread": _round(result.spread),
@@ -65,6 +68,8 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
             "windows": result.windows,
             "step_seconds": _round(result.step_seconds),
             "compile_seconds": _round(result.compile_seconds),
+            "recompiles": result.recompiles,
+            "recompile_seconds": _round(result.recompile_seconds),
             "data_wait_fraction": _round(result.data_wait_fraction),
             "peak_allocated_mb": _round(result.peak_allocated_mb),
             "peak_reserved_mb": _round(result.peak_reserved_mb),
