@@ -52,6 +52,8 @@ def _compile_seconds() -> float | None:
     try:
         from torch._dynamo.utils import compilation_time_metrics
 
+        if not any(k in compilation_time_metrics for k in _COMPILE_TIMERS):
+            return None  # nothing compiled yet, or timers named otherwise in this torch
         return float(sum(sum(compilation_time_metrics.get(k, ())) for k in _COMPILE_TIMERS))
     except (ImportError, AttributeError, TypeError, ValueError):
         return None
