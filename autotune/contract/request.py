@@ -86,6 +86,10 @@ class TrialRequest:
     """When the parent kills the trial, as `time.time()` (None: from `time_limit` alone): set
     by the runner when its clock starts, before a spare's or the fork server's start-up that a
     trial's own clock does not see."""
+    compile_grace: float = 0.0
+    """Seconds past `deadline` the parent allows a trial for compiling: its limit counts compile
+    apart from measurement. While the first step runs the parent waits up to this much longer;
+    after it, the first step's seconds (at most this) are added to the deadline. 0: none."""
     check_env: bool = True
     """Verify the allocator environment reached this process (off for the in-process twin)."""
     save_compile_artifacts: bool = False
@@ -113,6 +117,7 @@ class TrialRequest:
             "diagnose_from": self.diagnose_from,
             "time_limit": self.time_limit,
             "deadline": self.deadline,
+            "compile_grace": self.compile_grace,
             "check_env": self.check_env,
             "save_compile_artifacts": self.save_compile_artifacts,
             "nproc_per_node": self.nproc_per_node,
@@ -131,6 +136,7 @@ class TrialRequest:
             diagnose_from=data.get("diagnose_from"),
             time_limit=data.get("time_limit"),
             deadline=data.get("deadline"),
+            compile_grace=data.get("compile_grace", 0.0),
             check_env=data["check_env"],
             save_compile_artifacts=data.get("save_compile_artifacts", False),
             nproc_per_node=data.get("nproc_per_node", 1),

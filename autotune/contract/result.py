@@ -162,6 +162,21 @@ class TrialResult:
     """Graphs this trial's compile found in the study's persistent cache (FX graph and
     AOTAutograd caches); None without compile."""
     compile_cache_misses: int | None = None
+    dynamic_shapes: bool | None = None
+    """Whether the model was compiled with dynamic shapes from the start (the first batches'
+    shapes differed); None without compile."""
+    recompiles: int | None = None
+    """Graphs Dynamo compiled after the first step (new shapes, new paths), by its own counters;
+    None without compile or when the counters could not be read."""
+    recompile_seconds: float | None = None
+    """Seconds compiling after the first step (Dynamo's and Inductor's timers): compile time
+    inside warm-up and the windows, apart from `compile_seconds`' first step."""
+    shapes_vary: bool | None = None
+    """Whether the batches' tensor shapes differed from batch to batch (None: not measured)."""
+    shape_range: str | None = None
+    """Each varying dimension's smallest and largest size ("input_ids[1] 512-1024")."""
+    shape_count: int | None = None
+    """Distinct batch shapes seen: under `reduce-overhead`, one CUDA graph each."""
     compile_artifacts: str = ""
     """Path of the compiled artifacts this run saved (`torch.compiler.save_cache_artifacts`)."""
     log: str = ""

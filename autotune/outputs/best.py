@@ -11,6 +11,7 @@ from autotune.contract.allocator import ALLOC_ENV, host_heap_env
 from autotune.contract.config import TrainConfig
 from autotune.contract.fmt import rounded
 from autotune.contract.result import Fingerprint, TrialResult
+from autotune.contract.shapes import shapes_block
 from autotune.outputs.decision import decision_block
 from autotune.study.confirmation.winner import Winner
 from autotune.study.store.storage import shown
@@ -56,6 +57,8 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
         ] if winner.confirmation else None,
         "study": _study_block(winner),
         "diagnosis": _diagnosis(_diagnosed(winner) or result),
+        "shapes": shapes_block(vary=result.shapes_vary, shape_range=result.shape_range,
+                               count=result.shape_count, dynamic=result.dynamic_shapes),
         "measurement": {
             "trial": best.number,
             "spread": rounded(result.spread),
@@ -63,6 +66,8 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
             "windows": result.windows,
             "step_seconds": rounded(result.step_seconds),
             "compile_seconds": rounded(result.compile_seconds),
+            "recompiles": result.recompiles,
+            "recompile_seconds": rounded(result.recompile_seconds),
             "data_wait_fraction": rounded(result.data_wait_fraction),
             "peak_allocated_mb": rounded(result.peak_allocated_mb),
             "peak_reserved_mb": rounded(result.peak_reserved_mb),

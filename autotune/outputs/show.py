@@ -15,6 +15,7 @@ from rich.table import Table
 from autotune.contract.config import KNOBS, TrainConfig
 from autotune.contract.errors import InputError
 from autotune.contract.fmt import human
+from autotune.contract.shapes import padding_note
 from autotune.outputs.decision import decision_note, spread_warnings, winner_phrases
 from autotune.outputs.table import trial_rows
 from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
@@ -69,8 +70,8 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
     copied = f", {copies} {'copy' if copies == 1 else 'copies'} not shown" if copies else ""
     table = Table(title=f"{study.study_name}: top {min(top, len(ok))} of {len(rows)} trials "
                   f"({unit}/s{copied})", box=box, title_justify=justify)
-    for name in ("#", f"{unit}/s", "x base", "spread", "step ms", "compile s", "data wait",
-                 "peak GB", "bound", "config"):
+    for name in ("#", f"{unit}/s", "x base", "spread", "step ms", "compile s", "recompiles",
+                 "data wait", "peak GB", "bound", "config"):
         table.add_column(name, justify="left" if name == "config" else "right",
                          no_wrap=name != "config")
     for r in ok[:top]:
@@ -83,6 +84,7 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
             f"{r['spread']:.1%}" + ("" if r["converged"] else "*") if r["spread"] is not None else "-",
             f"{r['step_seconds'] * 1e3:.1f}" if r["step_seconds"] else "-",
             f"{r['compile_seconds']:.1f}" if r["compile_seconds"] is not None else "-",
+            "-" if r["recompiles"] is None else str(r["recompiles"]),
             f"{r['data_wait_fraction']:.0%}" if r["data_wait_fraction"] is not None else "-",
             f"{peak / 1024:.1f}" if peak else "-",
             (r["verdict"] or "-").replace("-bound", ""),
@@ -91,6 +93,9 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
     console.print(table)
     if any(r["status"] == "ok" and not r["converged"] for r in rows):
         console.print("* spread above tolerance: those windows did not agree (measurement noisy)")
+    varied = next((r for r in ok if r["shapes_vary"]), None)
+    if varied is not None:  # the best trial that saw them vary says over what
+        console.print(padding_note(varied["shape_range"] or "", varied["shape_count"]))
     if confirmation and winner is not None:
         base = winner.baseline if winner.confirmation else None
         conf = Table(title="confirmation: fresh re-runs after the search (the winner is picked "

@@ -84,11 +84,14 @@ class Objective:
         on_event: Callable[[TrialEvent], None] | None = None,
         budget_cut: bool = False,
         prunable: bool = True,
+        compile_grace: float = 0.0,
     ) -> Outcome:
         """`budget_cut`: `limit` is what is left of the search's budget, shorter than a trial's
         own limit; a config that cannot finish in it is not started (`cold_compile`).
         `prunable`: the trial may be pruned (the sampler's, exploration); the guided starts are
-        measured to the end, so none of them is skipped as implied slow either."""
+        measured to the end, so none of them is skipped as implied slow either.
+        `compile_grace`: seconds of the search's budget past `limit` a trial may spend compiling
+        (`TrialRequest.compile_grace`)."""
         impossible = known_incompatible(config, self.device)
         if impossible is not None:
             # Never launched; told as infeasible so the sampler learns the combination.
@@ -126,7 +129,7 @@ class Objective:
                     f"{cold[1]}), more than the {limit:.0f} s left"))
         request = TrialRequest(adapter=str(self.adapter), config=config, device=self.device,
                                measure=self.measure, number=number,
-                               diagnose_from=self.diagnose_from())
+                               diagnose_from=self.diagnose_from(), compile_grace=compile_grace)
         result = self.runner.run(request, self.out / "trials" / str(number), timeout=limit,
                                  on_event=on_event)
         return Outcome(result=result)

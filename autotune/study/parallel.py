@@ -70,7 +70,7 @@ class SlotLoop:
     def _fill(self, slots: Slots[optuna.Trial, Outcome], deadline: float | None) -> None:
         s = self.settings
         while (slot := slots.free()) is not None and not self._halted():
-            limit = s.trial_timeout
+            limit, grace = s.trial_timeout, 0.0
             if deadline is not None:
                 # Keep what confirming the current leaders will take.
                 first, later, gap = self._confirm_costs()
@@ -83,6 +83,7 @@ class SlotLoop:
                 if remaining < MIN_TRIAL_SECONDS:
                     return
                 limit = min(limit, remaining)
+                grace = remaining - limit  # a compile may run past the limit, not the budget
             # A parked trial whose twin ended without a result to copy runs first.
             job, twin = slots.release(), None
             if job is None:
@@ -98,7 +99,7 @@ class SlotLoop:
                     return
                 job = Job(item=trial, config=config)
             self._start(slots, slot, dataclasses.replace(job, budget_cut=limit < s.trial_timeout),
-                        limit, twin=twin)
+                        limit, twin=twin, grace=grace)
 
     def _ask(self) -> tuple[optuna.Trial, TrainConfig, int | None]:
         """The next trial (its heartbeat beating until it is told), its config, and a running
@@ -126,7 +127,7 @@ class SlotLoop:
         return trial, config, twin
 
     def _start(self, slots: Slots[optuna.Trial, Outcome], slot: int, job: Job[optuna.Trial],
-               limit: float, *, twin: int | None = None) -> None:
+               limit: float, *, twin: int | None = None, grace: float = 0.0) -> None:
         trial, config = job.item, job.config
         self.listener.trial_started(trial.number, config, limit)
 
@@ -148,7 +149,7 @@ class SlotLoop:
                 report(event)
 
             return self.objectives[slot](trial.number, config, limit=limit, on_event=on_event,
-                                         budget_cut=job.budget_cut,
+                                         budget_cut=job.budget_cut, compile_grace=grace,
                                          prunable=prunable(records.read_role(trial)))
 
         slots.start(slot, job, run)

@@ -7,9 +7,13 @@ a baseline trial with one stops the search: no configuration fixes the adapter's
 
 from __future__ import annotations
 
+from typing import Any
+
+import torch
+
 from autotune.trial.oom import is_oom_error
 
-__all__ = ["blame", "blamed"]
+__all__ = ["blame", "blamed", "check_loss"]
 
 _ATTR = "_autotune_adapter_part"
 
@@ -28,6 +32,18 @@ def blame(exc: BaseException, part: str) -> None:
 def blamed(exc: BaseException) -> str:
     """The adapter part `exc` was marked with, "" when none."""
     return str(getattr(exc, _ATTR, "") or "")
+
+
+def check_loss(loss: Any) -> None:
+    """The contract: a scalar tensor that backward can start from."""
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        raise TypeError(
+            f"adapter.loss must return a scalar tensor, got {type(loss).__name__}"
+            + (f" of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else "")
+        )
+    if not loss.requires_grad:
+        raise TypeError("adapter.loss returned a tensor that does not require grad: compute "
+                        "it from the model's output, outside torch.no_grad()")
 
 
 def _from_compiler(exc: BaseException) -> bool:

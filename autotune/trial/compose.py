@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -14,15 +15,20 @@ from autotune.adapter import Adapter, defines
 from autotune.contract.config import TrainConfig
 from autotune.contract.phases import Phase
 from autotune.contract.request import CUDAGRAPH_MODES
-from autotune.trial.blame import blame
+from autotune.trial.blame import blame, check_loss
 from autotune.trial.features.amp import apply_amp, set_matmul_precision
 from autotune.trial.features.checkpoint import apply_checkpoint, disable_kv_cache
-from autotune.trial.features.compile import apply_compile
+from autotune.trial.features.compile import apply_compile, compiled_dynamic
 from autotune.trial.features.dataloader import apply_dataloader, dataloader_kwargs, to_device
 from autotune.trial.features.ddp import no_sync
+from autotune.trial.shapes import ShapeLog, signature
 from autotune.trial.warmup import StepResult
 
-__all__ = ["TrainStep", "apply_model_features", "compose", "loader_knobs"]
+__all__ = ["PEEK_BATCHES", "TrainStep", "apply_model_features", "compose", "loader_knobs"]
+
+PEEK_BATCHES = 3
+"""Batches a compiled step pulls before its first call to see whether their shapes vary; they
+are trained on in order, as if never peeked at."""
 
 
 def apply_model_features(
@@ -112,7 +118,12 @@ class TrainStep:
                 dataset = adapter.dataset()
         self.loader = self._build_loader(dataset)
         self._iterator: Iterator[Any] | None = None
-        self._pending: Any = None
+        self._pending: deque[Any] = deque()
+        """Batches pulled ahead (the first, the peeked ones), trained on first, in order."""
+        self.shapes = ShapeLog()
+        """The shapes of every batch this step pulled."""
+        self.dynamic_shapes = False
+        """Whether the model was compiled with dynamic shapes (the peeked batches varied)."""
         self._mark_cudagraph_step = device.type == "cuda" and config.compile in CUDAGRAPH_MODES
         self._loss_sum = torch.zeros((), device=device)
 
@@ -131,15 +142,25 @@ class TrainStep:
 
     def start_loader(self) -> None:
         """Wait for the loader's first batch (workers starting, the sampler, the first reads)
-        and keep it for the first step, so that warm-up times the step, not the start-up."""
-        if self._pending is None:
-            self._pending = self._pull()
+        and keep it for the first step, so that warm-up times the step, not the start-up.
+
+        A compiled step pulls PEEK_BATCHES: when their shapes differ, it compiles with dynamic
+        shapes from the start. Dynamo's default compiles static, recompiles at the next length
+        and only then goes dynamic (a transformers GPT-2 on padded batches, H100)."""
+        if not self._pending:
+            self._pending.append(self._pull())
+        if self.config.compile == "none" or self.dynamic_shapes:
+            return
+        while len(self._pending) < PEEK_BATCHES:
+            self._pending.append(self._pull())
+        if len({signature(batch) for batch in self._pending}) > 1:
+            self.forward_model = compiled_dynamic(self.forward_model, self.config.compile)
+            self.dynamic_shapes = True
 
     def next_batch(self) -> tuple[Any, int]:
         """The next CPU batch and its item count, starting a new epoch when one ends."""
-        batch, self._pending = self._pending, None
-        if batch is None:
-            batch = self._pull()
+        batch = self._pending.popleft() if self._pending else self._pull()
+        self.shapes.add(signature(batch))
         try:
             n = int(self.adapter.items(batch))
         except Exception as exc:
@@ -204,7 +225,7 @@ class TrainStep:
         try:
             with self.amp.autocast():
                 loss = self.adapter.loss(self.forward_model, batch)
-            _check_loss(loss)
+            check_loss(loss)
         except Exception as exc:
             blame(exc, "loss(model, batch)")
             raise
@@ -268,18 +289,6 @@ def compose(adapter: Adapter, config: TrainConfig, device: torch.device, *,
     `on_phase` hears when building the model and building the dataset begin; `ddp` wraps the
     model for data-parallel training (see `apply_model_features`)."""
     return TrainStep(adapter, config, device, dataset=dataset, on_phase=on_phase, ddp=ddp)
-
-
-def _check_loss(loss: Any) -> None:
-    """The contract: a scalar tensor that backward can start from."""
-    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-        raise TypeError(
-            f"adapter.loss must return a scalar tensor, got {type(loss).__name__}"
-            + (f" of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else "")
-        )
-    if not loss.requires_grad:
-        raise TypeError("adapter.loss returned a tensor that does not require grad: compute "
-                        "it from the model's output, outside torch.no_grad()")
 
 
 @contextlib.contextmanager

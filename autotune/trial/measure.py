@@ -113,8 +113,9 @@ def measure(
     on_timed_start: Callable[[], None] | None = None,
     on_first_step: Callable[[float], None] | None = None,
     gather: Gather | None = None,
-    stop_at: float | None = None,
+    stop_at: float | Callable[[], float | None] | None = None,
     skip: Skip | None = None,
+    varying: Callable[[], bool] | None = None,
 ) -> Measurement:
     """Warm `step` up, then time windows of it until they agree or the budget ends.
 
@@ -131,17 +132,22 @@ def measure(
     `stop_at`: a `clock()` time by which the windows end, whatever the budget (the trial's own
     time limit, less what it needs to report): no window starts that, as long as the last one,
     would end past it. A run killed at its limit loses every window it measured. Not with
-    `gather`: each rank's clock would decide alone.
+    `gather`: each rank's clock would decide alone. A callable is asked once warm-up is over
+    (the trial's limit may have grown by what its compile took).
 
     `skip` empties the loader's queue before the windows (`warmup.warm_up` says why and how).
+    `varying`: whether the batches' shapes have varied so far; warm-up then waits for a stable
+    rate, not equal step times (`warmup.warm_up`). Windows compare rates (items over seconds)
+    either way.
     """
     s = settings
     start = clock()
     warm = warm_up(step, sync=sync, settings=s, clock=clock, gather=gather,
-                   on_first_step=on_first_step, skip=skip)
+                   on_first_step=on_first_step, skip=skip, varying=varying)
     if not finite():
         raise NonFiniteLoss(f"loss was not finite during warm-up ({warm.steps} steps)")
     warmup_seconds = clock() - start
+    until = stop_at() if callable(stop_at) else stop_at
 
     plan = _plan_windows(warm, s, gathered=gather is not None)
     windows: list[Window] = []
@@ -168,7 +174,7 @@ def measure(
         out_of_time = elapsed >= s.budget_seconds
         if len(windows) >= s.max_windows or (out_of_time and len(windows) >= s.min_windows):
             break
-        if gather is None and stop_at is not None and clock() + window.seconds >= stop_at:
+        if gather is None and until is not None and clock() + window.seconds >= until:
             break  # another window would end past it: unconverged, but measured, not killed
     return Measurement(
         windows=tuple(windows),

@@ -1,6 +1,6 @@
 """The steps of one trial, in the order `worker.run_trial` takes them: import, prepare the
 process, load the adapter, start the device, build the step, time it, read what the compiler
-did, diagnose, read the memory peaks. Each takes what it needs and returns a typed value; an
+did (`compile_facts`), diagnose, read the memory peaks. Each takes what it needs and returns a typed value; an
 exception from one is the trial's outcome (`run_trial` classifies it).
 
 Torch and the trial code are imported by `import_trial_code`, in the trial's import phase;
@@ -34,11 +34,13 @@ if TYPE_CHECKING:
     import torch
 
     from autotune.trial.compose import TrainStep
+    from autotune.trial.features.compile import Recompiles
     from autotune.trial.measure import Measurement, Window
     from autotune.trial.rank import Rank
+    from autotune.trial.shapes import ShapeFacts
 
-__all__ = ["DIAGNOSIS_RESERVE", "REPORT_RESERVE", "Compiled", "Diagnosed", "Memory", "Preloaded",
-           "Timed", "build", "compiled", "diagnosed", "import_trial_code", "load", "memory",
+__all__ = ["DIAGNOSIS_RESERVE", "REPORT_RESERVE", "Diagnosed", "Memory", "Preloaded",
+           "Timed", "build", "diagnosed", "import_trial_code", "load", "memory",
            "one_line", "prepare", "settings_for", "start_device", "time_step", "worth_diagnosing"]
 
 REPORT_RESERVE = 5.0
@@ -70,16 +72,13 @@ class Timed:
     """How busy the CPUs were during the timed windows (None: not Linux)."""
     noise: Noise | None
     """What else ran meanwhile (None for a DDP rank: its peers would read as noise)."""
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Compiled:
-    """What `torch.compile` found in the study's persistent caches, and what it saved."""
-
-    cache_hits: int
-    cache_misses: int
-    artifacts: str = ""
-    """Path of the saved compile artifacts ("" when none were asked for or made)."""
+    compile_grace_used: float = 0.0
+    """Seconds the time limit grew by while the first step compiled (at most the request's
+    `compile_grace`): the limit counts compile apart from measurement."""
+    shapes: ShapeFacts
+    """Whether the batches' shapes varied, and how."""
+    recompiles: Recompiles | None = None
+    """What Dynamo compiled after the first step (None without compile)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -190,10 +189,15 @@ def time_step(step: TrainStep, request: TrialRequest, settings: MeasureSettings,
               progress: Progress, rank: Rank | None, device: torch.device) -> Timed:
     """Warm the step up and time its windows (`measure`), streaming each window; the CPUs'
     use and the noise are read around the timed windows. Raises `NonFiniteLoss`."""
+    from autotune.trial.features.compile import CompileWatch
     from autotune.trial.measure import measure
 
     cpu_start: list[CpuTimes | None] = []
     noise_start: list[noiseprobe.Probe] = []
+    compiles = request.config.compile != "none"
+    watch = CompileWatch()
+    grace = request.compile_grace if compiles else 0.0
+    compiled_for: list[float] = []  # what the limit grew by: the first step, up to grace
 
     def timed_start() -> None:
         paused = pause_spare()
@@ -205,6 +209,8 @@ def time_step(step: TrainStep, request: TrialRequest, settings: MeasureSettings,
             noise_start.append(noiseprobe.start())
 
     def first_step(seconds: float) -> None:  # past it, a slow warm-up is not compiling
+        watch.first_step_done()
+        compiled_for.append(min(grace, seconds))
         progress.emit(FirstStepEvent(seconds=seconds))
 
     def on_window(w: Window) -> None:
@@ -212,42 +218,19 @@ def time_step(step: TrainStep, request: TrialRequest, settings: MeasureSettings,
                                   data_wait=w.data_wait))
 
     left = time_left(request, progress)
-    stop_at = None if left is None else time.perf_counter() + left - REPORT_RESERVE
+    stop = None if left is None else time.perf_counter() + left - REPORT_RESERVE
     m = measure(step, sync=step.sync, settings=settings,
                 finite=step.finite if rank is None else rank.agreed(step.finite),
                 gather=None if rank is None else rank.gather,
                 on_window=on_window, on_timed_start=timed_start, on_first_step=first_step,
-                stop_at=stop_at, skip=step.skip_queued)
+                stop_at=lambda: None if stop is None else stop + sum(compiled_for),
+                skip=step.skip_queued, varying=lambda: step.shapes.vary)
     host_cpu = cpu_usage(cpu_start[0] if cpu_start else None, read_cpu_times())
     noise = (noiseprobe.finish(noise_start[0], gpu_uuid=noiseprobe.gpu_uuid(device))
              if noise_start else None)
-    return Timed(measurement=m, host_cpu=host_cpu, noise=noise)
-
-
-def compiled(request: TrialRequest, folder: Path | None) -> Compiled:
-    """Hits and misses of the persistent FX-graph and AOTAutograd caches in this process, and
-    the compile artifacts saved into `folder` when the request asks (None: nowhere to)."""
-    from torch._dynamo.utils import counters
-
-    hits = counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"]
-    misses = (counters["inductor"]["fxgraph_cache_miss"]
-              + counters["aot_autograd"]["autograd_cache_miss"])
-    saved = _save_compile_artifacts(folder) \
-        if request.save_compile_artifacts and folder is not None else ""
-    return Compiled(cache_hits=int(hits), cache_misses=int(misses), artifacts=saved)
-
-
-def _save_compile_artifacts(folder: Path) -> str:
-    """`torch.compiler.save_cache_artifacts()` into `folder`: what production loads to skip the
-    compile (PyTorch's "Compile Time Caching" recipe). "" when there is nothing to save."""
-    import torch
-
-    saved = torch.compiler.save_cache_artifacts()
-    if saved is None:
-        return ""
-    path = folder / "compile_artifacts.bin"
-    path.write_bytes(saved[0])
-    return str(path)
+    return Timed(measurement=m, host_cpu=host_cpu, noise=noise,
+                 compile_grace_used=sum(compiled_for), shapes=step.shapes.facts(),
+                 recompiles=watch.read() if compiles else None)
 
 
 def worth_diagnosing(request: TrialRequest, timed: Timed, progress: Progress,
@@ -256,7 +239,7 @@ def worth_diagnosing(request: TrialRequest, timed: Timed, progress: Progress,
     rank), fast enough (`diagnose_from`), and never near the time limit (a trial killed in its
     diagnosis would lose its measurement)."""
     left = time_left(request, progress)
-    in_time = left is None or left >= DIAGNOSIS_RESERVE
+    in_time = left is None or left + timed.compile_grace_used >= DIAGNOSIS_RESERVE
     return (request.diagnose and rank is None and in_time
             and timed.measurement.throughput >= (request.diagnose_from or 0.0))
 

@@ -11,12 +11,12 @@ import dataclasses
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from autotune.contract.request import MeasureSettings
 
-__all__ = ["Gather", "KEPT_UP", "QUEUE_EMPTY_WAIT", "Skip", "Step", "StepResult", "WarmUp",
-           "warm_up"]
+__all__ = ["Gather", "KEPT_UP", "QUEUE_EMPTY_WAIT", "RATE_STEPS", "Skip", "Step", "StepResult",
+           "WarmUp", "warm_up"]
 
 KEPT_UP = 0.01
 """A loader kept up when the steps that drained its queue in warm-up waited for it at most
@@ -25,6 +25,12 @@ this share of their time: timed windows then need not span rounds of its workers
 QUEUE_EMPTY_WAIT = 1e-3
 """Seconds a pull of a batch with no step between pulls must block at least before the
 loader's queue counts as empty (a ready batch comes in under it on an idle host)."""
+
+RATE_STEPS = 4
+"""Steps per group when shapes vary: warm-up has settled when the last two groups' rates (items
+over compute seconds) agree. Steps of different lengths never take equal times: a transformers
+GPT-2 on padded batches of 512-1024 tokens was killed "still warming up" after 127 s on an H100
+waiting for that."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -56,7 +62,7 @@ class WarmUp:
     compile_seconds: float
     """First step's time beyond a steady step: compilation and first-call setup."""
     settled: bool
-    """Whether step times settled (False: it hit max_warmup_steps)."""
+    """Whether step times (rates, when shapes vary) settled (False: it hit max_warmup_steps)."""
     kept_up: bool
     """The loader kept up while its queue was drained (the steps waited at most KEPT_UP)."""
     step_wall: float
@@ -72,9 +78,14 @@ def warm_up(
     gather: Gather | None = None,
     on_first_step: Callable[[float], None] | None = None,
     skip: Skip | None = None,
+    varying: Callable[[], bool] | None = None,
 ) -> WarmUp:
     """Run `step` until its compute times settle and `settings.prefetch_batches` more batches
     are drained; then, with `skip`, empty the loader's queue.
+
+    `varying` says whether the batches' shapes have varied so far: while they do, settled means
+    a stable rate (items per compute second over groups of RATE_STEPS steps), not equal step
+    times. Without it, or while it says no, the rule is equal step times, as it always was.
 
     `on_first_step` is called once the first step (where compiling happens) is done, with its
     seconds. With `gather` (DDP ranks measuring as one), every decision is taken on the slowest
@@ -97,14 +108,17 @@ def warm_up(
     s = settings
     compute_times: list[float] = []
     wall_times: list[float] = []
+    items: list[float] = []
     settled = False
     drained = 0  # batches consumed since step times settled
     drained_wall = drained_wait = 0.0  # their seconds, and the seconds waiting for data
     steps = 0
     while steps < s.max_warmup_steps:
-        wall, compute, _ = _timed(step, sync, clock, gather)
+        t = _timed(step, sync, clock, gather, varying)
+        wall, compute = t.wall, t.compute
         wall_times.append(wall)
         compute_times.append(compute)
+        items.append(t.items)
         steps += 1
         if steps == 1 and on_first_step is not None:
             on_first_step(wall_times[0])
@@ -112,6 +126,9 @@ def warm_up(
             drained += s.grad_accum
             drained_wall += wall
             drained_wait += wall - compute
+        elif t.vary:
+            settled = steps > 2 * RATE_STEPS and steps >= s.min_warmup_steps and \
+                _rates_settled(items, compute_times, s.settle_ratio)
         elif steps >= s.min_warmup_steps and _settled(compute_times[-2:], s.settle_ratio):
             settled = True
         if settled and drained >= s.prefetch_batches:
@@ -123,30 +140,52 @@ def warm_up(
              2 * s.prefetch_batches + s.num_workers)
         refill = math.ceil(s.num_workers / s.grad_accum) + 1 if kept_up else 0
         for _ in range(refill):
-            wall, _, waited = _timed(step, sync, clock, gather)  # goes on while any rank waited
+            t = _timed(step, sync, clock, gather)  # goes on while any rank waited
             steps += 1  # not a warm-up time: windows are sized by the drained steps
-            if waited <= KEPT_UP * wall:
+            if t.waited <= KEPT_UP * t.wall:
                 break
     return WarmUp(steps=steps, compile_seconds=max(0.0, compute_times[0] - steady),
                   settled=settled, kept_up=kept_up,
                   step_wall=statistics.median(wall_times[-2:]))
 
 
+class _Timed(NamedTuple):
+    wall: float
+    compute: float
+    """Seconds not waiting for data."""
+    waited: float
+    items: float
+    vary: bool
+    """Whether the batches' shapes have varied so far."""
+
+
 def _timed(step: Step, sync: Callable[[], None], clock: Callable[[], float],
-           gather: Gather | None) -> tuple[float, float, float]:
-    """One step's wall seconds, seconds not waiting for data and seconds waiting; across ranks,
-    the longest of each of any rank (every rank then decides alike)."""
+           gather: Gather | None, varying: Callable[[], bool] | None = None) -> _Timed:
+    """One step's wall seconds, seconds not waiting for data and seconds waiting, items, and
+    whether shapes have varied so far; across ranks, the longest seconds of any rank, every
+    rank's items and any rank's shapes (every rank then decides alike)."""
     t0 = clock()
     result = step()
     sync()
     wall = clock() - t0
-    times = (wall, wall - result.data_wait, result.data_wait)
+    vary = varying is not None and varying()
+    times = (wall, wall - result.data_wait, result.data_wait, float(result.items), float(vary))
     if gather is None:
-        return times
-    wall, compute, waited = (max(values) for values in zip(*gather(times)))
-    return wall, compute, waited
+        return _Timed(*times[:4], vary=vary)
+    ranks = list(zip(*gather(times)))
+    return _Timed(max(ranks[0]), max(ranks[1]), max(ranks[2]), sum(ranks[3]),
+                  vary=max(ranks[4]) > 0)
 
 
 def _settled(times: Sequence[float], ratio: float) -> bool:
     lo, hi = min(times), max(times)
     return lo > 0 and hi / lo <= ratio
+
+
+def _rates_settled(items: Sequence[float], seconds: Sequence[float], ratio: float) -> bool:
+    """Whether the last two groups of RATE_STEPS steps ran at rates (items over seconds) within
+    `ratio` of each other: what steps of varying shapes agree on, where their times do not."""
+    n = RATE_STEPS
+    rates = [sum(items[i:i + n]) / sum(seconds[i:i + n]) if sum(seconds[i:i + n]) > 0 else 0.0
+             for i in (len(items) - 2 * n, len(items) - n)]
+    return _settled(rates, ratio)

@@ -23,11 +23,12 @@ from autotune.contract.host import pin_to_share
 from autotune.contract.phases import Phase
 from autotune.contract.request import LAUNCH_ENV, TrialRequest
 from autotune.contract.result import Fingerprint, Status, TrialResult
-from autotune.trial import steps
+from autotune.trial import compile_facts, steps
 from autotune.trial.lifetime import die_with_parent
 from autotune.trial.measure import NonFiniteLoss
 from autotune.trial.progress import Progress
-from autotune.trial.steps import Compiled, Diagnosed, Memory, Preloaded, Timed
+from autotune.trial.compile_facts import Compiled
+from autotune.trial.steps import Diagnosed, Memory, Preloaded, Timed
 
 if TYPE_CHECKING:
     import torch
@@ -113,7 +114,8 @@ def _take_steps(request: TrialRequest, device: torch.device, progress: Progress,
     settings = steps.settings_for(request.config, request.measure)
     got.timed = timed = steps.time_step(step, request, settings, progress, rank, device)
     if request.config.compile != "none":
-        got.compiled = steps.compiled(request, folder)
+        got.compiled = compile_facts.compiled(request, folder,
+                                              dynamic_shapes=step.dynamic_shapes)
     if steps.worth_diagnosing(request, timed, progress, rank):
         progress.enter(Phase.DIAGNOSIS)
         got.diagnosed = steps.diagnosed(step, timed, settings.prefetch_batches)
@@ -144,6 +146,13 @@ def _result(got: _Reached, memory: Memory, *, status: Status, reason: str = "",
         compile_cache_hits=None if compiled is None else compiled.cache_hits,
         compile_cache_misses=None if compiled is None else compiled.cache_misses,
         compile_artifacts="" if compiled is None else compiled.artifacts,
+        dynamic_shapes=None if compiled is None else compiled.dynamic_shapes,
+        recompiles=None if timed is None or timed.recompiles is None else timed.recompiles.count,
+        recompile_seconds=(None if timed is None or timed.recompiles is None
+                           else timed.recompiles.seconds),
+        shapes_vary=None if timed is None else timed.shapes.vary,
+        shape_range=None if timed is None else timed.shapes.ranges,
+        shape_count=None if timed is None else timed.shapes.count,
         fingerprint=got.fingerprint,
         diagnosis=got.diagnosed.diagnosis, diagnosis_error=got.diagnosed.error,
         host_cpu=None if timed is None else timed.host_cpu,

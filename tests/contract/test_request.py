@@ -16,6 +16,7 @@ def test_trial_request_round_trip(tiny_adapter: Path) -> None:
         config=TrainConfig(batch_size=16, num_workers=2, prefetch_factor=4, amp_dtype="bf16"),
         device="cpu", measure=MeasureSettings(window_seconds=0.02, budget_seconds=0.2),
         number=7, diagnose=False, check_env=False, nproc_per_node=2, collective_timeout=5.0,
+        compile_grace=30.0,
     )
     data = json.loads(json.dumps(request.to_dict()))  # what request.json holds
     assert TrialRequest.from_dict(data) == request
@@ -30,8 +31,9 @@ def test_trial_request_defaults() -> None:
 
 def test_trial_request_of_an_older_version_runs_one_process(tiny_adapter: Path) -> None:
     data = TrialRequest(adapter="a.py", config=TrainConfig(batch_size=8), device="cpu").to_dict()
-    del data["nproc_per_node"], data["collective_timeout"]
+    del data["nproc_per_node"], data["collective_timeout"], data["compile_grace"]
     assert TrialRequest.from_dict(data).nproc_per_node == 1
+    assert TrialRequest.from_dict(data).compile_grace == 0.0
 
 
 def test_known_incompatible_only_refuses_cuda_graphs_with_accumulation() -> None:

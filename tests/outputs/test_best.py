@@ -230,3 +230,18 @@ def test_an_unconfirmed_run_names_optunas_best_trial_when_it_is_another(tmp_path
     study = best_document(winner, INFO, None, settings(tmp_path))["study"]
     assert study["best_trial"] == 2 and study["value"] == 350.0 and study["search_trial"] == 0
     assert "not confirmed" in study["note"]
+
+
+def test_varying_shapes_and_recompiles_go_into_best_yaml(tmp_path: Path) -> None:
+    record = measured(shapes_vary=True, shape_range="input_ids[1] 512-1024", shape_count=437,
+                      dynamic_shapes=True, recompiles=1, recompile_seconds=12.3456)
+    doc = document(tmp_path, record)
+    assert doc["measurement"]["recompiles"] == 1
+    assert doc["measurement"]["recompile_seconds"] == 12.35
+    shapes = doc["shapes"]
+    assert shapes["vary"] and shapes["range"] == "input_ids[1] 512-1024"
+    assert shapes["distinct"] == 437 and shapes["dynamic_compile"]
+    assert "a multiple of 64 would leave at most 9 sizes" in shapes["note"]
+    fixed = document(tmp_path, measured(shapes_vary=False, shape_count=1))
+    assert fixed["shapes"] == {"vary": False}
+    assert document(tmp_path, measured())["shapes"] is None  # a result from before shapes

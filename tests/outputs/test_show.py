@@ -24,7 +24,8 @@ OUTCOMES = [
      TrialResult(status=Status.OOM, reason="OutOfMemoryError: CUDA out of memory")),
     ("", TrainConfig(batch_size=16, num_workers=1),
      TrialResult(status=Status.OK, throughput=1600.0, spread=0.2, converged=False,
-                 step_seconds=0.01, data_wait_fraction=0.25)),
+                 step_seconds=0.01, data_wait_fraction=0.25, recompiles=3, shapes_vary=True,
+                 shape_range="input_ids[1] 512-1024", shape_count=437)),
 ]
 
 
@@ -78,6 +79,8 @@ def test_show_prints_the_top_trials(tmp_path: Path) -> None:
     assert "2.00" in lines[fastest] and "20.0%*" in lines[fastest]  # x base; spread, not converged
     assert "10.0" in lines[fastest] and "25%" in lines[fastest]  # step ms, data wait
     assert "* spread above tolerance" in text
+    assert "recompiles" in text and "|          3 |" in lines[fastest]
+    assert "Batch shapes vary from batch to batch (input_ids[1] 512-1024, 437 distinct" in text
 
 
 def test_show_lists_a_copy_once(tmp_path: Path) -> None:

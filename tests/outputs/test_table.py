@@ -201,3 +201,13 @@ def test_the_winner_row_is_the_confirmed_winners_record() -> None:
     # Unconfirmed (the confirmation is stale), the search's fastest trial is the one marked.
     stale = trial_rows(recs, 100.0, pick_winner(recs, None))
     assert [r["number"] for r in stale if r["winner"]] == [1]
+
+
+def test_recompiles_and_shapes_go_into_the_csv() -> None:
+    t = ok(0, 100.0, baseline=True, fields={
+        "recompiles": 2, "recompile_seconds": 3.5, "dynamic_shapes": True, "shapes_vary": True,
+        "shape_range": "input_ids[1] 512-1024", "shape_count": 437})
+    row = next(csv.DictReader(io.StringIO(rows_to_csv(trial_rows([t], 100.0)))))
+    assert row["recompiles"] == "2" and row["recompile_seconds"] == "3.5"
+    assert row["dynamic_shapes"] == "True" and row["shapes_vary"] == "True"
+    assert row["shape_range"] == "input_ids[1] 512-1024" and row["shape_count"] == "437"

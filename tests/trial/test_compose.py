@@ -208,12 +208,12 @@ def test_a_loss_that_does_not_require_grad_is_refused(tiny_step: Any) -> None:
 def test_the_first_batch_is_waited_for_apart_and_used_by_the_first_step(tiny_step: Any) -> None:
     step = tiny_step(TrainConfig(batch_size=8))
     step.start_loader()
-    first = step._pending
-    assert first is not None
+    assert len(step._pending) == 1
+    first = step._pending[0]
     step.start_loader()  # once only
-    assert step._pending is first
+    assert list(step._pending) == [first]
     batch, n = step.next_batch()
-    assert batch is first and n == 8 and step._pending is None
+    assert batch is first and n == 8 and not step._pending
 
 
 def test_a_loader_without_a_batch_says_why(tiny_step: Any) -> None:

@@ -103,6 +103,7 @@ class SubprocessRunner:
             events = _EventTail(trial_dir / "events.jsonl", on_event)
             outcome: Status | None = None
             stuck = ""
+            grace = request.compile_grace if request.config.compile != "none" else 0.0
             try:
                 while True:
                     try:
@@ -117,7 +118,7 @@ class SubprocessRunner:
                     if self._prune.is_set():
                         outcome = Status.PRUNED
                         break
-                    if time.monotonic() - start > timeout:
+                    if time.monotonic() - start > timeout + events.compile_allowance(grace):
                         outcome = Status.TIMEOUT
                         # Where it is stuck, read now: killing it takes a grace period.
                         stuck = events.stalled(compiling=request.config.compile != "none")
@@ -131,8 +132,9 @@ class SubprocessRunner:
         reason = self._prune_reason if outcome is Status.PRUNED else self._stop_reason
         if outcome is Status.TIMEOUT:
             reason = stuck
-        result = _read_result(trial_dir, proc.returncode, outcome, duration, timeout,
-                              reason, windows=events.rates)
+        result = _read_result(trial_dir, proc.returncode, outcome, duration,
+                              timeout + events.compile_allowance(grace), reason,
+                              windows=events.rates)
         result.save(trial_dir / "result.json")  # every trial folder holds its outcome
         return result
 
@@ -238,6 +240,7 @@ class _EventTail:
         """When the trial entered `phase` (wall clock: the trial stamps its events so)."""
         self.stepped = False
         """Whether a warm-up step has finished."""
+        self.first_step: float | None = None  # its seconds (compiling, for a compiled config)
 
     def poll(self) -> None:
         if not self.path.is_file():
@@ -259,8 +262,16 @@ class _EventTail:
                     self.phase_since = float(event.time)
                 elif isinstance(event, FirstStepEvent):
                     self.stepped = True
+                    self.first_step = float(event.seconds)
                 if self.callback is not None:
                     self.callback(event)
+
+    def compile_allowance(self, grace: float) -> float:
+        """What the limit grows by for compiling (`TrialRequest.compile_grace`): all of `grace`
+        while the first step runs, its seconds (at most `grace`) after it, none before."""
+        if self.first_step is not None:
+            return min(grace, self.first_step)
+        return grace if self.phase == Phase.WARMUP else 0.0
 
     def stalled(self, *, compiling: bool) -> str:
         """Where the trial is, in words, and for how long it has been there."""

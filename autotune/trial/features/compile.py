@@ -1,18 +1,99 @@
-"""`torch.compile` of the model, in one of its modes."""
+"""`torch.compile` of the model, in one of its modes, and what Dynamo says it compiled."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
-__all__ = ["apply_compile"]
+__all__ = ["CompileWatch", "Recompiles", "apply_compile", "compiled_dynamic"]
+
+# Dynamo's own timings of a compile (`torch._dynamo.utils.compilation_time_metrics`, torch
+# 2.11-2.13): tracing and the forward graph's compile, then the backward's, compiled lazily at
+# the first backward outside Dynamo's frame compile.
+_COMPILE_TIMERS = ("_compile.compile_inner", "compile_fx.<locals>.bw_compiler")
 
 
-def apply_compile(model: torch.nn.Module, mode: str) -> torch.nn.Module:
+def apply_compile(model: torch.nn.Module, mode: str, *,
+                  dynamic: bool | None = None) -> torch.nn.Module:
     """Return the module to call: `model` itself for "none", else a compiled wrapper.
 
     Compilation is lazy: it happens on the first forward, which is why the measurement warms up
-    until step times settle and reports that time apart from step time.
+    until step times settle and reports that time apart from step time. `dynamic`: as
+    `torch.compile`'s (None, its default: static first, dynamic after a recompile).
     """
     if mode == "none":
         return model
-    return torch.compile(model, mode=mode)  # type: ignore[return-value]
+    return torch.compile(model, mode=mode, dynamic=dynamic)  # type: ignore[return-value]
+
+
+def compiled_dynamic(forward: torch.nn.Module, mode: str) -> torch.nn.Module:
+    """`forward` (what `apply_compile` returned, never called yet) compiled again with dynamic
+    shapes from the start. `dynamic=True` rather than `mark_dynamic` on the varying dimension:
+    the user's loss may slice or reshape the batch before the model sees it, and a marked
+    dimension the model specializes on is an error, where `dynamic=True` only specializes."""
+    original = getattr(forward, "_orig_mod", None)
+    if mode == "none" or original is None:
+        return forward
+    return apply_compile(original, mode, dynamic=True)
+
+
+def _graphs() -> int | None:
+    """Graphs Dynamo has compiled in this process (`counters["stats"]["unique_graphs"]`, in
+    torch since 2.0), None when unreadable."""
+    try:
+        from torch._dynamo.utils import counters
+
+        return int(counters["stats"]["unique_graphs"])
+    except (ImportError, AttributeError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _compile_seconds() -> float | None:
+    """Seconds Dynamo and Inductor have spent compiling in this process, by their own timers."""
+    try:
+        from torch._dynamo.utils import compilation_time_metrics
+
+        if not any(k in compilation_time_metrics for k in _COMPILE_TIMERS):
+            return None  # nothing compiled yet, or timers named otherwise in this torch
+        return float(sum(sum(compilation_time_metrics.get(k, ())) for k in _COMPILE_TIMERS))
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return None
+
+
+class CompileWatch:
+    """What was compiled after the first step (its graphs, its seconds): recompiles, counted
+    from Dynamo's counters. Read before the first step, at its end, and at the trial's end."""
+
+    def __init__(self) -> None:
+        self._start = (_graphs(), _compile_seconds())
+        self._first: tuple[int | None, float | None] | None = None
+
+    def first_step_done(self) -> None:
+        self._first = (_graphs(), _compile_seconds())
+
+    def recompiles(self) -> int | None:
+        """Graphs compiled since the first step (new shapes or paths): None when unknown."""
+        now = _graphs()
+        before = self._first[0] if self._first else None
+        return None if now is None or before is None else max(0, now - before)
+
+    def recompile_seconds(self) -> float | None:
+        """Seconds compiling since the first step, by Dynamo's and Inductor's timers."""
+        now = _compile_seconds()
+        before = self._first[1] if self._first else None
+        return None if now is None or before is None else max(0.0, now - before)
+
+    def read(self) -> Recompiles:
+        """What was compiled since the first step, read now."""
+        return Recompiles(count=self.recompiles(), seconds=self.recompile_seconds())
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Recompiles:
+    """What Dynamo compiled after a trial's first step (new shapes, new paths)."""
+
+    count: int | None
+    """Graphs compiled (None: Dynamo's counters could not be read)."""
+    seconds: float | None
+    """Seconds compiling (None: its timers are named otherwise in this torch)."""

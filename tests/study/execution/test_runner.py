@@ -194,6 +194,32 @@ def test_the_tail_hands_on_typed_events_and_skips_unknown_kinds(tmp_path: Path) 
     assert tail.rates == [5.0] and tail.phase == "windows"
 
 
+@pytest.mark.parametrize(
+    ("events", "allowance"),
+    [
+        ([], 0.0),  # starting: no grace
+        ([{"event": "phase", "phase": "first_batch"}], 0.0),  # a loader's wait is no compile
+        ([{"event": "phase", "phase": "warmup"}], 50.0),  # compiling: all of it
+        ([{"event": "phase", "phase": "warmup"}, {"event": "first_step", "seconds": 20.0}], 20.0),
+        ([{"event": "phase", "phase": "warmup"}, {"event": "first_step", "seconds": 90.0}], 50.0),
+        ([{"event": "phase", "phase": "windows"}, {"event": "first_step", "seconds": 20.0}], 20.0),
+    ],
+    ids=["start", "first-batch", "compiling", "compiled", "compiled-long", "measuring"],
+)
+def test_the_limit_grows_by_the_compile_up_to_the_grace(
+    tmp_path: Path, events: list[dict[str, Any]], allowance: float
+) -> None:
+    # The limit counts compile apart from measurement: while the first step compiles the trial
+    # may run `grace` longer; once it is done, as long as it took (at most `grace`).
+    path = tmp_path / "events.jsonl"
+    path.touch()
+    tail = _EventTail(path, None)
+    write_events(path, *({"time": time.time(), **e} if "phase" in e else e for e in events))
+    tail.poll()
+    assert tail.compile_allowance(50.0) == allowance
+    assert tail.compile_allowance(0.0) == 0.0
+
+
 # -- real child processes -----------------------------------------------------------------------------
 
 

@@ -1,0 +1,65 @@
+"""Shapes that vary from batch to batch, in words: the range a trial saw and what padding to a
+multiple would leave. Text batches padded per batch have a new length almost every batch, and
+every distinct shape is a cost to a compiled step: a recompile with static shapes, one CUDA
+graph per shape under `reduce-overhead`."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["PAD_MULTIPLE", "format_ranges", "padded_shapes", "padding_note", "parse_ranges",
+           "shapes_block"]
+
+PAD_MULTIPLE = 64
+"""The multiple `best.yaml` suggests padding a varying dimension to: the sizes matmul tiles and
+tensor cores prefer (Hugging Face tokenizers' `pad_to_multiple_of` takes such a number)."""
+
+_RANGE = re.compile(r"(\S+) (\d+)-(\d+)")
+
+
+def format_ranges(ranges: Iterable[tuple[str, int, int]]) -> str:
+    """"input_ids[1] 512-1024, labels[1] 512-1024": each varying dimension (its path in the
+    batch, then the dimension), the smallest and largest size seen."""
+    return ", ".join(f"{where} {low}-{high}" for where, low, high in ranges)
+
+
+def parse_ranges(text: str) -> list[tuple[str, int, int]]:
+    """The ranges `format_ranges` wrote."""
+    return [(m[1], int(m[2]), int(m[3])) for m in _RANGE.finditer(text)]
+
+
+def padded_shapes(low: int, high: int, multiple: int = PAD_MULTIPLE) -> int:
+    """How many sizes are left of `low`..`high` once each is padded up to a multiple."""
+    if not 0 <= low <= high or multiple < 1:
+        raise ValueError(f"need 0 <= low <= high and multiple >= 1, got {low=} {high=} {multiple=}")
+    return math.ceil(high / multiple) - math.ceil(low / multiple) + 1
+
+
+def padding_note(shape_range: str, shape_count: int | None,
+                 multiple: int = PAD_MULTIPLE) -> str:
+    """One sentence for best.yaml: the shapes vary, over what, and what padding would allow."""
+    ranges = parse_ranges(shape_range)
+    seen = f", {shape_count} distinct shapes" if shape_count else ""
+    if not ranges:
+        return f"Batch shapes vary from batch to batch{seen}."
+    widest = max(ranges, key=lambda r: r[2] - r[1])
+    left = padded_shapes(widest[1], widest[2], multiple)
+    return (f"Batch shapes vary from batch to batch ({shape_range}{seen}): padding "
+            f"{widest[0]} to a multiple of {multiple} would leave at most {left} sizes, so a "
+            f"compile with static shapes or reduce-overhead's one CUDA graph per shape would "
+            f"pay for {left}, not one per length.")
+
+
+def shapes_block(*, vary: bool | None, shape_range: str | None, count: int | None,
+                 dynamic: bool | None) -> dict[str, Any] | None:
+    """best.yaml's `shapes:`: whether the batches' shapes vary, over what, how many were seen,
+    whether the compile was dynamic, and what padding would allow. None when not measured."""
+    if vary is None:
+        return None
+    if not vary:
+        return {"vary": False}
+    return {"vary": True, "range": shape_range, "distinct": count, "dynamic_compile": dynamic,
+            "note": padding_note(shape_range or "", count)}

@@ -1,0 +1,103 @@
+"""The shapes of a batch's tensors, and whether they vary from batch to batch.
+
+A batch can be any structure the user's loader yields: a tensor, tuples and lists of them, dicts
+(a tokenizer's `BatchEncoding` is a mapping), dataclasses. Pure and cheap (a few microseconds a
+batch): the trial reads every batch it pulls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from autotune.contract.shapes import format_ranges
+
+__all__ = ["MAX_LEAVES", "ShapeLog", "Signature", "signature"]
+
+Signature = tuple[tuple[str, tuple[int, ...]], ...]
+"""Each tensor's path in the batch ("", "[0]", "input_ids", "[1].mask") and its shape."""
+
+MAX_LEAVES = 64
+"""Tensors read per batch at most: a batch holding a list of per-sample tensors would otherwise
+cost a walk per sample (the rest of the batch is left out of its signature)."""
+
+
+def signature(batch: Any) -> Signature:
+    """The shape of every tensor (anything with an integer `.shape`) in `batch`, in order."""
+    out: list[tuple[str, tuple[int, ...]]] = []
+    _walk(batch, "", out)
+    return tuple(out)
+
+
+def _walk(obj: Any, path: str, out: list[tuple[str, tuple[int, ...]]]) -> None:
+    if len(out) >= MAX_LEAVES or isinstance(obj, (str, bytes)):
+        return
+    shape = getattr(obj, "shape", None)
+    if shape is not None and not isinstance(obj, type):
+        try:
+            out.append((path, tuple(int(d) for d in shape)))
+        except (TypeError, ValueError):  # a .shape that is not sizes: not a tensor
+            pass
+        return
+    if isinstance(obj, Mapping):
+        for key, value in obj.items():
+            _walk(value, f"{path}.{key}" if path else str(key), out)
+    elif isinstance(obj, (list, tuple)):
+        for i, value in enumerate(obj):
+            _walk(value, f"{path}[{i}]", out)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            _walk(getattr(obj, f.name), f"{path}.{f.name}" if path else f.name, out)
+
+
+class ShapeLog:
+    """The signatures of the batches seen so far: whether they vary, how many distinct ones,
+    and each varying dimension's smallest and largest size."""
+
+    def __init__(self) -> None:
+        self.first: Signature | None = None
+        self.seen: set[Signature] = set()
+        self._sizes: dict[tuple[str, int], tuple[int, int]] = {}
+
+    def add(self, sig: Signature) -> None:
+        if self.first is None:
+            self.first = sig
+        if sig in self.seen:
+            return
+        self.seen.add(sig)
+        for path, shape in sig:
+            for dim, size in enumerate(shape):
+                low, high = self._sizes.get((path, dim), (size, size))
+                self._sizes[(path, dim)] = (min(low, size), max(high, size))
+
+    @property
+    def vary(self) -> bool:
+        """Whether two batches seen had different shapes (or structures)."""
+        return len(self.seen) > 1
+
+    @property
+    def count(self) -> int:
+        """Distinct shapes seen: under `reduce-overhead`, one CUDA graph each."""
+        return len(self.seen)
+
+    def ranges(self) -> str:
+        """The varying dimensions and their ranges ("" when none varies)."""
+        return format_ranges((f"{path or 'batch'}[{dim}]", low, high)
+                             for (path, dim), (low, high) in self._sizes.items() if low != high)
+
+    def facts(self) -> ShapeFacts:
+        """What the trial reports of its batches' shapes."""
+        return ShapeFacts(vary=self.vary, ranges=self.ranges() or None, count=self.count)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ShapeFacts:
+    """Whether a trial's batches changed shape, and how (`TrialResult.shapes_vary`, ...)."""
+
+    vary: bool
+    """Whether two batches seen had different shapes (or structures)."""
+    ranges: str | None
+    """The varying dimensions and their ranges (None when none varies)."""
+    count: int
+    """Distinct shapes seen: under `reduce-overhead`, one CUDA graph each."""

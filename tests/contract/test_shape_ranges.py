@@ -1,0 +1,40 @@
+"""Varying shapes in words: ranges, what padding to a multiple would leave, best.yaml's block."""
+
+from __future__ import annotations
+
+import pytest
+
+from autotune.contract.shapes import (PAD_MULTIPLE, format_ranges, padded_shapes, padding_note,
+                                      parse_ranges, shapes_block)
+
+
+def test_ranges_read_back_as_written() -> None:
+    ranges = [("input_ids[1]", 512, 1024), ("batch[0]", 3, 8)]
+    assert format_ranges(ranges) == "input_ids[1] 512-1024, batch[0] 3-8"
+    assert parse_ranges(format_ranges(ranges)) == ranges
+
+
+@pytest.mark.parametrize(("low", "high", "multiple", "left"),
+                         [(512, 1024, 64, 9), (513, 1023, 64, 8), (1, 64, 64, 1), (8, 40, 8, 5),
+                          (7, 7, 64, 1)])
+def test_padded_shapes(low: int, high: int, multiple: int, left: int) -> None:
+    assert padded_shapes(low, high, multiple) == left
+
+
+def test_padded_shapes_needs_a_range() -> None:
+    with pytest.raises(ValueError, match="low <= high"):
+        padded_shapes(10, 5)
+
+
+def test_the_padding_note_names_the_widest_range() -> None:
+    note = padding_note("mask[1] 8-9, input_ids[1] 512-1024", 437)
+    assert "437 distinct shapes" in note
+    assert f"padding input_ids[1] to a multiple of {PAD_MULTIPLE} would leave at most 9" in note
+
+
+def test_shapes_block() -> None:
+    assert shapes_block(vary=None, shape_range=None, count=None, dynamic=None) is None
+    assert shapes_block(vary=False, shape_range=None, count=1, dynamic=False) == {"vary": False}
+    block = shapes_block(vary=True, shape_range="input_ids[1] 8-40", count=20, dynamic=True)
+    assert block is not None and block["vary"] and block["distinct"] == 20
+    assert block["dynamic_compile"] and "would leave at most 1 sizes" in block["note"]

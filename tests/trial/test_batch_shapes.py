@@ -1,0 +1,62 @@
+"""Batch shape signatures: any structure a loader yields, walked for its tensors' shapes."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from autotune.trial.shapes import MAX_LEAVES, ShapeFacts, ShapeLog, signature
+
+
+@dataclasses.dataclass
+class Batch:
+    features: torch.Tensor
+    ids: list[int]
+
+
+def test_a_tensor_is_its_own_shape() -> None:
+    assert signature(torch.zeros(2, 3)) == (("", (2, 3)),)
+
+
+def test_nested_tuples_lists_dicts_and_dataclasses_are_walked_in_order() -> None:
+    batch = ({"input_ids": torch.zeros(4, 7), "mask": torch.zeros(4, 7, dtype=torch.bool)},
+             [torch.zeros(4)], Batch(features=torch.zeros(4, 2), ids=[1, 2]))
+    assert signature(batch) == (("[0].input_ids", (4, 7)), ("[0].mask", (4, 7)),
+                                ("[1][0]", (4,)), ("[2].features", (4, 2)))
+
+
+def test_what_is_not_a_tensor_has_no_shape() -> None:
+    assert signature(["text", b"bytes", 3, None, 2.5, {"k": "v"}, [1, 2]]) == ()
+    assert signature(torch.tensor(1.0)) == (("", ()),)  # a scalar tensor is a shape too
+
+
+def test_a_long_list_of_tensors_is_read_only_so_far() -> None:
+    assert len(signature([torch.zeros(1)] * (MAX_LEAVES + 10))) == MAX_LEAVES
+
+
+def padded(length: int) -> dict[str, torch.Tensor]:
+    return {"input_ids": torch.zeros(8, length), "labels": torch.zeros(8, length)}
+
+
+def test_fixed_shapes_do_not_vary() -> None:
+    log = ShapeLog()
+    for _ in range(3):
+        log.add(signature(padded(16)))
+    assert not log.vary and log.count == 1 and log.ranges() == ""
+    assert log.facts() == ShapeFacts(vary=False, ranges=None, count=1)
+
+
+def test_varying_lengths_give_their_range_and_count() -> None:
+    log = ShapeLog()
+    for length in (512, 1024, 700, 512, 600):
+        log.add(signature(padded(length)))
+    assert log.vary and log.count == 4
+    assert log.ranges() == "input_ids[1] 512-1024, labels[1] 512-1024"
+
+
+def test_a_changing_structure_varies() -> None:
+    log = ShapeLog()
+    log.add(signature((torch.zeros(2), torch.zeros(2))))
+    log.add(signature((torch.zeros(2),)))
+    assert log.vary and log.ranges() == ""

@@ -1,0 +1,67 @@
+"""A compiled step whose batches change shape: it peeks at its first batches, compiles with
+dynamic shapes from the start when they differ, trains on the peeked batches all the same, and
+reports its shapes and recompiles (tests/adapters/padded.py: sequences padded per batch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import TEST_ADAPTERS
+
+from autotune import MeasureSettings, Status, TrainConfig, load_adapter
+from autotune.contract.request import TrialRequest
+from autotune.trial.compose import PEEK_BATCHES, compose
+from autotune.trial.shapes import signature
+from autotune.trial.worker import run_trial
+
+PADDED = TEST_ADAPTERS / "padded.py"
+
+
+def step_of(adapter: Path, compile: str):  # type: ignore[no-untyped-def]
+    return compose(load_adapter(adapter)(), TrainConfig(batch_size=8, compile=compile),
+                   torch.device("cpu"))
+
+
+def test_an_eager_step_pulls_one_batch_ahead_as_before() -> None:
+    step = step_of(PADDED, "none")
+    step.start_loader()
+    assert len(step._pending) == 1 and not step.dynamic_shapes
+
+
+@pytest.mark.slow  # imports torch._dynamo (seconds); nothing is compiled
+def test_peeked_batches_of_varying_shapes_compile_dynamic_and_are_trained_on_in_order() -> None:
+    step = step_of(PADDED, "default")
+    first = step.forward_model
+    step.start_loader()
+    peeked = list(step._pending)
+    assert len(peeked) == PEEK_BATCHES and len({signature(b) for b in peeked}) > 1
+    assert step.dynamic_shapes and step.forward_model is not first
+    assert step.forward_model._orig_mod is first._orig_mod  # the same model, compiled again
+    assert [step.next_batch()[0] for _ in peeked] == peeked  # not lost: trained on first
+    assert step.shapes.vary and step.shapes.count == len({signature(b) for b in peeked})
+    step.close()
+
+
+@pytest.mark.slow
+def test_fixed_shapes_compile_as_before(tiny_adapter: Path) -> None:
+    step = step_of(tiny_adapter, "default")
+    first = step.forward_model
+    step.start_loader()
+    assert not step.dynamic_shapes and step.forward_model is first
+    step.close()
+
+
+@pytest.mark.slow  # torch.compile on the CPU: 20-60 s
+def test_a_compiled_trial_on_varying_lengths_compiles_dynamic_once(tmp_path: Path) -> None:
+    measure = MeasureSettings(window_seconds=0.05, budget_seconds=1.0, max_windows=5)
+    request = TrialRequest(adapter=str(PADDED), device="cpu", measure=measure, diagnose=False,
+                           check_env=False, config=TrainConfig(batch_size=8, compile="default"))
+    result = run_trial(request, events=tmp_path / "events.jsonl")
+    assert result.status is Status.OK, result.reason
+    assert result.shapes_vary and result.dynamic_shapes
+    assert result.shape_count is not None and result.shape_count >= 6
+    assert result.shape_range is not None and result.shape_range.startswith("input_ids[1] ")
+    assert result.recompiles is not None and result.recompiles <= 2
+    assert result.recompile_seconds is not None and result.settled
