@@ -48,9 +48,10 @@ def padding_note(shape_range: str, shape_count: int | None,
     widest = max(ranges, key=lambda r: r[2] - r[1])
     left = padded_shapes(widest[1], widest[2], multiple)
     return (f"Batch shapes vary from batch to batch ({shape_range}{seen}): padding "
-            f"{widest[0]} to a multiple of {multiple} would leave at most {left} sizes, so a "
-            f"compile with static shapes or reduce-overhead's one CUDA graph per shape would "
-            f"pay for {left}, not one per length.")
+            f"{widest[0]} to a multiple of {multiple} would leave at most {left} "
+            f"{'size' if left == 1 else 'sizes'}, so a compile with static shapes or "
+            f"reduce-overhead's one CUDA graph per shape would pay for {left}, not one per "
+            f"length.")
 
 
 def shapes_block(*, vary: bool | None, shape_range: str | None, count: int | None,

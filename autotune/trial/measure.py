@@ -32,6 +32,16 @@ __all__ = [
 ]
 
 
+MAX_RECOMPILED_WINDOWS = 3
+"""Timed windows dropped because Dynamo compiled inside them, at most. A recompile (a new shape,
+a new path) is a fixed cost, like the first compile: a transformers GPT-2 on padded batches
+recompiled once 45 steps in, and the one window around it read 845 tokens/s against 70k
+(H100, 2026-11-25). Past this many, recompiles are the step's steady state and count."""
+
+RECOMPILE_SECONDS = 0.01
+"""Compile seconds a window must hold to count as recompiled (timers' rounding aside)."""
+
+
 class NonFiniteLoss(Exception):
     """The loss became NaN or infinite: the configuration is broken, not fast."""
 
@@ -61,6 +71,8 @@ class Measurement:
     """Whether warm-up saw step times settle (False: it hit max_warmup_steps)."""
     tolerance: float
     agree: int = 3
+    recompiled_windows: int = 0
+    """Windows timed again because Dynamo compiled inside them (`MAX_RECOMPILED_WINDOWS`)."""
 
     @property
     def throughput(self) -> float:
@@ -116,6 +128,7 @@ def measure(
     stop_at: float | Callable[[], float | None] | None = None,
     skip: Skip | None = None,
     varying: Callable[[], bool] | None = None,
+    compiled_seconds: Callable[[], float | None] | None = None,
 ) -> Measurement:
     """Warm `step` up, then time windows of it until they agree or the budget ends.
 
@@ -139,6 +152,10 @@ def measure(
     `varying`: whether the batches' shapes have varied so far; warm-up then waits for a stable
     rate, not equal step times (`warmup.warm_up`). Windows compare rates (items over seconds)
     either way.
+
+    `compiled_seconds`: the process's compile seconds so far (None: unknown). A window in which
+    they grew held a recompile, a fixed cost: it is dropped and timed again, at most
+    `MAX_RECOMPILED_WINDOWS` times (not with `gather`: the ranks would drop windows apart).
     """
     s = settings
     start = clock()
@@ -150,32 +167,11 @@ def measure(
     until = stop_at() if callable(stop_at) else stop_at
 
     plan = _plan_windows(warm, s, gathered=gather is not None)
-    windows: list[Window] = []
-    converged = False
     if on_timed_start is not None:
         on_timed_start()
-    timed_start = clock()
-    while True:
-        window = _window(step, plan, sync, clock)
-        elapsed = clock() - timed_start
-        if gather is not None:
-            window, elapsed = _agreed(window, elapsed, gather)
-        windows.append(window)
-        if on_window is not None:
-            on_window(windows[-1])
-        if not finite():
-            raise NonFiniteLoss(f"loss was not finite in timed window {len(windows)}")
-        if (
-            len(windows) >= s.min_windows
-            and median_uncertainty([w.throughput for w in windows]) <= s.tolerance
-        ):
-            converged = True
-            break
-        out_of_time = elapsed >= s.budget_seconds
-        if len(windows) >= s.max_windows or (out_of_time and len(windows) >= s.min_windows):
-            break
-        if gather is None and until is not None and clock() + window.seconds >= until:
-            break  # another window would end past it: unconverged, but measured, not killed
+    windows, dropped, converged = _timed_windows(
+        step, plan, s, sync=sync, clock=clock, finite=finite, gather=gather, on_window=on_window,
+        until=until, compiled_seconds=compiled_seconds)
     return Measurement(
         windows=tuple(windows),
         warmup_steps=warm.steps,
@@ -185,6 +181,7 @@ def measure(
         settled=warm.settled,
         tolerance=s.tolerance,
         agree=s.agree,
+        recompiled_windows=dropped,
     )
 
 
@@ -195,6 +192,53 @@ def _agreed(window: Window, elapsed: float, gather: Gather) -> tuple[Window, flo
     seconds, items, waits, elapsed_all = zip(*ranks)
     return Window(steps=window.steps, items=int(sum(items)), seconds=max(seconds),
                   data_wait=statistics.fmean(waits)), max(elapsed_all)
+
+
+def _timed_windows(step: Step, plan: _WindowPlan, s: MeasureSettings, *,
+                   sync: Callable[[], None], clock: Callable[[], float],
+                   finite: Callable[[], bool], gather: Gather | None,
+                   on_window: Callable[[Window], None] | None, until: float | None,
+                   compiled_seconds: Callable[[], float | None] | None
+                   ) -> tuple[list[Window], int, bool]:
+    """Timed windows until their median is known to the tolerance, the budget ends, or another
+    would end past `until`: the windows, how many recompiled ones were dropped, and whether
+    they converged (`measure` says what each argument is)."""
+    windows: list[Window] = []
+    dropped: list[Window] = []
+    converged = False
+    timed_start = clock()
+    while True:
+        before = compiled_seconds() if compiled_seconds is not None else None
+        window = _window(step, plan, sync, clock)
+        after = compiled_seconds() if compiled_seconds is not None else None
+        recompiled = (before is not None and after is not None
+                      and after - before > RECOMPILE_SECONDS)
+        elapsed = clock() - timed_start
+        if gather is not None:
+            window, elapsed = _agreed(window, elapsed, gather)
+        if recompiled and gather is None and len(dropped) < MAX_RECOMPILED_WINDOWS:
+            dropped.append(window)  # not reported either: the pruner would read a compile
+        else:
+            windows.append(window)
+            if on_window is not None:
+                on_window(window)
+        if not finite():
+            raise NonFiniteLoss(f"loss was not finite in timed window {len(windows) + len(dropped)}")
+        if (
+            len(windows) >= s.min_windows
+            and median_uncertainty([w.throughput for w in windows]) <= s.tolerance
+        ):
+            converged = True
+            break
+        out_of_time = elapsed >= s.budget_seconds
+        if len(windows) >= s.max_windows or (out_of_time and len(windows) >= s.min_windows):
+            break
+        usual = windows[-1].seconds if windows else window.seconds
+        if gather is None and until is not None and clock() + usual >= until:
+            break  # another window would end past it: unconverged, but measured, not killed
+    if not windows:  # only recompiled windows fitted: they are what was measured
+        windows, dropped = dropped, []
+    return windows, len(dropped), converged
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

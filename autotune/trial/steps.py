@@ -189,7 +189,7 @@ def time_step(step: TrainStep, request: TrialRequest, settings: MeasureSettings,
               progress: Progress, rank: Rank | None, device: torch.device) -> Timed:
     """Warm the step up and time its windows (`measure`), streaming each window; the CPUs'
     use and the noise are read around the timed windows. Raises `NonFiniteLoss`."""
-    from autotune.trial.features.compile import CompileWatch
+    from autotune.trial.features.compile import CompileWatch, compile_seconds
     from autotune.trial.measure import measure
 
     cpu_start: list[CpuTimes | None] = []
@@ -224,7 +224,8 @@ def time_step(step: TrainStep, request: TrialRequest, settings: MeasureSettings,
                 gather=None if rank is None else rank.gather,
                 on_window=on_window, on_timed_start=timed_start, on_first_step=first_step,
                 stop_at=lambda: None if stop is None else stop + sum(compiled_for),
-                skip=step.skip_queued, varying=lambda: step.shapes.vary)
+                skip=step.skip_queued, varying=lambda: step.shapes.vary,
+                compiled_seconds=compile_seconds if compiles else None)
     host_cpu = cpu_usage(cpu_start[0] if cpu_start else None, read_cpu_times())
     noise = (noiseprobe.finish(noise_start[0], gpu_uuid=noiseprobe.gpu_uuid(device))
              if noise_start else None)

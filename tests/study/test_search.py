@@ -636,7 +636,7 @@ def test_a_new_graph_is_not_started_when_its_compile_cannot_finish_in_what_is_le
     assert all(limit >= 36.0 for (cold, _), limit in zip(started, runner.timeouts) if cold)
     trials = records_of(tmp_path)
     skipped = [t for t in trials if t.result is not None
-               and t.result.reason.startswith("not run: its graph is not compiled")]
+               and t.result.reason.startswith("not run: compiling and running it")]
     assert skipped and all(t.state == TrialState.FAIL and t.status is Status.TIMEOUT
                            for t in skipped)  # says nothing about the config: TPE ignores it
     after = [t for t in trials if t.number > skipped[0].number and t.ok]

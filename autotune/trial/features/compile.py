@@ -6,7 +6,7 @@ import dataclasses
 
 import torch
 
-__all__ = ["CompileWatch", "Recompiles", "apply_compile", "compiled_dynamic"]
+__all__ = ["CompileWatch", "Recompiles", "apply_compile", "compile_seconds", "compiled_dynamic"]
 
 # Dynamo's own timings of a compile (`torch._dynamo.utils.compilation_time_metrics`, torch
 # 2.11-2.13): tracing and the forward graph's compile, then the backward's, compiled lazily at
@@ -49,7 +49,7 @@ def _graphs() -> int | None:
         return None
 
 
-def _compile_seconds() -> float | None:
+def compile_seconds() -> float | None:
     """Seconds Dynamo and Inductor have spent compiling in this process, by their own timers."""
     try:
         from torch._dynamo.utils import compilation_time_metrics
@@ -66,11 +66,11 @@ class CompileWatch:
     from Dynamo's counters. Read before the first step, at its end, and at the trial's end."""
 
     def __init__(self) -> None:
-        self._start = (_graphs(), _compile_seconds())
+        self._start = (_graphs(), compile_seconds())
         self._first: tuple[int | None, float | None] | None = None
 
     def first_step_done(self) -> None:
-        self._first = (_graphs(), _compile_seconds())
+        self._first = (_graphs(), compile_seconds())
 
     def recompiles(self) -> int | None:
         """Graphs compiled since the first step (new shapes or paths): None when unknown."""
@@ -80,7 +80,7 @@ class CompileWatch:
 
     def recompile_seconds(self) -> float | None:
         """Seconds compiling since the first step, by Dynamo's and Inductor's timers."""
-        now = _compile_seconds()
+        now = compile_seconds()
         before = self._first[1] if self._first else None
         return None if now is None or before is None else max(0.0, now - before)
 
