@@ -20,6 +20,24 @@ from helpers import REPO_ROOT, TEST_ADAPTERS  # also puts this checkout on sys.p
 from postgres import REQUIRE_ENV, Server, Unavailable
 
 
+TEMP_ROOT_ENV = "PYTEST_DEBUG_TEMPROOT"
+"""Where pytest makes `tmp_path` folders (pytest's own variable; the system's temp folder when
+unset)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """`tmp_path` in RAM (/dev/shm) where it has room, unless told otherwise. The searches the
+    tests run keep their studies in SQLite files that commit after every trial: on a disk
+    shared with other work each commit's fsync waits milliseconds, which made half the time
+    of tests/study/test_search.py. pytest keeps the last 3 runs' folders, a few MB."""
+    shm = Path("/dev/shm")
+    if TEMP_ROOT_ENV in os.environ or not (shm.is_dir() and os.access(shm, os.W_OK)):
+        return
+    room = os.statvfs(shm)
+    if room.f_bavail * room.f_frsize >= 1 << 30:  # never crowd a container's small /dev/shm
+        os.environ[TEMP_ROOT_ENV] = str(shm)
+
+
 @pytest.fixture
 def repo_root() -> Path:
     return REPO_ROOT
