@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from helpers import TEST_ADAPTERS, run_autotune
 
+pytestmark = pytest.mark.slow  # every test starts `python -m autotune` (seconds of imports)
+
 TINY = TEST_ADAPTERS / "tiny.py"
 
 

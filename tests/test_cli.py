@@ -21,6 +21,8 @@ from autotune.contract.allocator import HEAP_ENV
 from autotune.study.store.records import read_records
 from autotune.study.store.study_attrs import read_info
 
+pytestmark = pytest.mark.slow  # every test starts `python -m autotune` (seconds of imports)
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 # The CPU space without compile (a compile trial takes 10-30 s on two cores;
@@ -189,7 +191,6 @@ def test_broken_adapter_exits_1_naming_the_file(tmp_path: Path, case: str) -> No
 # -- OOM trials are outcomes, not failures of the study ---------------------------------------------------
 
 
-@pytest.mark.slow
 def test_oom_trials_are_recorded_and_the_study_finishes(tmp_path: Path) -> None:
     threshold = load_adapter(TEST_ADAPTERS / "oom_above.py").threshold  # type: ignore[attr-defined]
     space = tmp_path / "space.yaml"
@@ -248,7 +249,6 @@ class Kept(SmallAdapter):
 """
 
 
-@pytest.mark.slow
 def test_varying_the_effective_batch_is_asked_for_and_reported(tmp_path: Path) -> None:
     adapter = tmp_path / "kept.py"
     adapter.write_text(KEPT_ADAPTER)
@@ -271,7 +271,6 @@ def test_varying_the_effective_batch_is_asked_for_and_reported(tmp_path: Path) -
 # -- what real training code brings -------------------------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_a_baseline_that_breaks_the_contract_stops_the_search(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = run_autotune("search", "--adapter", TEST_ADAPTERS / "faults" / "vector_loss.py",
@@ -286,7 +285,6 @@ def test_a_baseline_that_breaks_the_contract_stops_the_search(tmp_path: Path) ->
     assert "scalar tensor" in csv_rows(out / "trials.csv")[0]["reason"]
 
 
-@pytest.mark.slow
 def test_a_dataset_of_2_to_the_31_samples_is_measured_within_seconds(tmp_path: Path) -> None:
     # Nothing proportional to the dataset's length at the loader's start: PyTorch's
     # RandomSampler would first draw randperm(2^31) (16 GiB, about a minute).
@@ -324,7 +322,6 @@ def mlp_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, sub
     return out, space, search_mlp(out, space, trials=4)
 
 
-@pytest.mark.slow
 def test_search_writes_every_output(mlp_study: tuple[Path, Path, Any]) -> None:
     out, _, proc = mlp_study
     assert proc.returncode == 0, failure(proc)
@@ -344,7 +341,6 @@ def test_search_writes_every_output(mlp_study: tuple[Path, Path, Any]) -> None:
         assert (trial_dir / "result.json").is_file(), trial_dir
 
 
-@pytest.mark.slow
 def test_piped_output_is_plain_unwrapped_lines_and_ends_with_the_table(
         mlp_study: tuple[Path, Path, Any]) -> None:
     out, _, proc = mlp_study
@@ -359,7 +355,6 @@ def test_piped_output_is_plain_unwrapped_lines_and_ends_with_the_table(
     assert lines[-1] == f"wrote {out}/best.yaml, {out}/trials.csv, {out}/throughput.png"
 
 
-@pytest.mark.slow
 def test_best_yaml_round_trips_and_beats_the_baseline(mlp_study: tuple[Path, Path, Any]) -> None:
     out, _, proc = mlp_study
     assert proc.returncode == 0, failure(proc)
@@ -373,7 +368,6 @@ def test_best_yaml_round_trips_and_beats_the_baseline(mlp_study: tuple[Path, Pat
     assert doc["provenance"]["torch"] and doc["provenance"]["cpu_count"]
 
 
-@pytest.mark.slow
 def test_study_holds_every_trial(mlp_study: tuple[Path, Path, Any]) -> None:
     out, _, proc = mlp_study
     assert proc.returncode == 0, failure(proc)
@@ -390,7 +384,6 @@ def test_study_holds_every_trial(mlp_study: tuple[Path, Path, Any]) -> None:
     assert info is not None and info.unit == "samples" and info.device == "cpu"
 
 
-@pytest.mark.slow
 def test_show_prints_the_table(mlp_study: tuple[Path, Path, Any]) -> None:
     out, _, proc = mlp_study
     assert proc.returncode == 0, failure(proc)
@@ -402,7 +395,6 @@ def test_show_prints_the_table(mlp_study: tuple[Path, Path, Any]) -> None:
     assert "bs=32 fp32" in shown.stdout  # the baseline's config
 
 
-@pytest.mark.slow
 def test_rerun_continues_the_same_study(mlp_study: tuple[Path, Path, Any], tmp_path: Path) -> None:
     first_out, space, proc = mlp_study
     assert proc.returncode == 0, failure(proc)

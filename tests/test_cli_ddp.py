@@ -27,6 +27,7 @@ def test_search_with_two_ranks(tmp_path: Path, tiny_adapter: Path) -> None:
         "0.json", "1.json"]
 
 
+@pytest.mark.slow  # the CLI as a subprocess
 def test_nproc_per_node_must_be_positive(tmp_path: Path, tiny_adapter: Path) -> None:
     proc = run_autotune("search", "--adapter", tiny_adapter, "--nproc-per-node", "0",
                         "--out", tmp_path)

@@ -264,6 +264,7 @@ def test_every_trial_folder_holds_its_outcome(fault_runs: dict[str, FaultRun], n
 # -- adapters that cannot even be loaded ---------------------------------------------------------------------
 
 
+@pytest.mark.slow  # the CLI as a subprocess
 @pytest.mark.parametrize(
     ("adapter", "expected"),
     [

@@ -17,7 +17,7 @@ from autotune.contract.request import MeasureSettings, TrialRequest
 from autotune.contract.result import Status
 from autotune.study.execution.ddp_runner import DDPRunner
 
-pytestmark = pytest.mark.requires_cuda
+pytestmark = [pytest.mark.requires_cuda, pytest.mark.slow]  # launchers and ranks
 if torch.cuda.device_count() < 2:
     pytest.skip("needs two CUDA GPUs", allow_module_level=True)
 

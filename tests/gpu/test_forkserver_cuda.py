@@ -16,7 +16,7 @@ from autotune.contract.result import Status
 from autotune.study.execution.forkserver import ForkServerRunner
 from autotune.study.execution.spare_runner import SpareRunner
 
-pytestmark = pytest.mark.requires_cuda
+pytestmark = [pytest.mark.requires_cuda, pytest.mark.slow]  # fork servers and trial processes
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 

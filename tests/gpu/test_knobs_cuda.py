@@ -101,6 +101,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow  # `python -m autotune apply`, three times
 def test_allocator_settings_reach_the_allocator(tmp_path: Path) -> None:
     default = _probe(TrainConfig(batch_size=1), FRAGMENT, tmp_path)
     expandable = _probe(TrainConfig(batch_size=1, expandable_segments=True), FRAGMENT, tmp_path)
@@ -155,6 +156,7 @@ def test_tf32_switches_matmul_precision() -> None:
 
 # Inductor warns that TF32 is off (this fp32 test keeps PyTorch's default) and the profiler
 # about its event buffer; pytest's warnings-as-errors would turn either into a failure.
+@pytest.mark.slow  # torch.compile
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_reduce_overhead_replays_cuda_graphs() -> None:
     from torch.profiler import ProfilerActivity, profile
@@ -176,6 +178,7 @@ def test_reduce_overhead_replays_cuda_graphs() -> None:
     assert counts["default"] == 0
 
 
+@pytest.mark.slow  # trial processes
 def test_checkpointing_lowers_peak_memory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # A small GPT through the real trial path (fresh process, TrialResult memory fields).
     for name, value in {"GPT_N_LAYER": "8", "GPT_N_EMBD": "512", "GPT_N_HEAD": "8",
@@ -226,6 +229,7 @@ def test_pinned_batches_copy_without_blocking_the_host() -> None:
     assert pageable[0] > 0.5 * pageable[1]  # pageable memory: the call waits for the copy
 
 
+@pytest.mark.slow  # trial processes
 def test_real_cuda_oom_is_recorded_and_the_next_trial_runs(tmp_path: Path) -> None:
     runner = SubprocessRunner()
     adapter = str(HERE / "oom_adapter.py")

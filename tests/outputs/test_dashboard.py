@@ -66,7 +66,7 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> tuple[SearchSettings, 
                               measure=MeasureSettings(window_seconds=0.02, budget_seconds=0.2))
     space = parse_space(SPACE, source="space.yaml", adapter=Tiny, device_type="cpu", cpus=2)
     Search(settings, space, Tiny, runner=FakeRunner(lucky_search), listener=QuietListener(),
-           on_change=lambda study: write_outputs(study, settings)).run()
+           on_change=lambda study: write_outputs(study, settings, plot=False)).run()
     return settings, yaml.safe_load((settings.out / "best.yaml").read_text())
 
 

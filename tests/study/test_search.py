@@ -81,13 +81,15 @@ def settings(tmp_path: Path, *, trials: int, adapter: Path | None = None, **chan
 
 def search(
     tmp_path: Path, raw: dict[str, Any], *, trials: int, runner: Any = None,
-    listener: Any = None, adapter_cls: type[Adapter] = Tiny, **changes: Any,
+    listener: Any = None, adapter_cls: type[Adapter] = Tiny, plot: bool = False, **changes: Any,
 ) -> Search:
     study_settings = settings(tmp_path, trials=trials, **changes)
     return Search(
         study_settings, space_of(raw, adapter_cls), adapter_cls,
         runner=runner or FakeRunner(), listener=listener or QuietListener(),
-        on_change=lambda study: write_outputs(study, study_settings),
+        # The plot (a second to draw) only where a test looks at it: drawn after every trial,
+        # it was most of these tests' time.
+        on_change=lambda study: write_outputs(study, study_settings, plot=plot),
     )
 
 
@@ -226,7 +228,7 @@ class RecordingListener(QuietListener):
 
 def test_outputs_are_written_after_each_trial(tmp_path: Path) -> None:
     listener = RecordingListener(tmp_path / "out")
-    search(tmp_path, LARGE, trials=3, listener=listener).run()
+    search(tmp_path, LARGE, trials=3, listener=listener, plot=True).run()
     assert listener.seen == [(0, 1, True), (1, 2, True), (2, 3, True)]
     assert (tmp_path / "out" / "throughput.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 

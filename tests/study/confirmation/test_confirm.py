@@ -554,6 +554,7 @@ class Tiny(Adapter):
     batch_size = 8
 
 
+@pytest.mark.slow  # a real search: trials and confirmation runs measured in this process
 def test_search_confirms_its_leaders(tmp_path: Path, tiny_adapter: Path) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     raw = {"batch_size": {"factors": [1, 2, 4]}, "amp_dtype": {"choices": ["fp32", "bf16"]}}
@@ -567,7 +568,7 @@ def test_search_confirms_its_leaders(tmp_path: Path, tiny_adapter: Path) -> None
             confirmed.append((c.trial, result.status))
 
     winner = Search(settings, space, Tiny, runner=InProcessRunner(), listener=Listener(),
-           on_change=lambda study: write_outputs(study, settings)).run()
+           on_change=lambda study: write_outputs(study, settings, plot=False)).run()
 
     study = optuna.load_study(study_name="test", storage=f"sqlite:///{tmp_path / 'study.db'}")
     confirmation = read_confirmation(study)
@@ -613,6 +614,7 @@ class NoisySteps(Adapter):
     vary_global_batch = True
 
 
+@pytest.mark.slow  # a real search: up to 13 runs of 1 s measured in this process
 @pytest.mark.parametrize("noisy", [False, True])
 def test_confidence_follows_the_runs_agreement(tmp_path: Path, test_adapters: Path,
                                                monkeypatch: pytest.MonkeyPatch,
@@ -630,7 +632,7 @@ def test_confidence_follows_the_runs_agreement(tmp_path: Path, test_adapters: Pa
                                prune=False)
     winner = Search(settings, space, NoisySteps, runner=InProcessRunner(),
                     listener=QuietListener(),
-                    on_change=lambda study: write_outputs(study, settings)).run()
+                    on_change=lambda study: write_outputs(study, settings, plot=False)).run()
     study = optuna.load_study(study_name="test", storage=f"sqlite:///{tmp_path / 'study.db'}")
     seen = [(r.number, r.role, r.config and r.config.batch_size, r.status, r.value)
             for r in read_records(study)]
@@ -659,7 +661,7 @@ def test_a_resumed_study_is_not_confused_by_its_confirmation_trials(tmp_path: Pa
     def run(trials: int) -> tuple[Search, Any]:
         settings = search_settings(tmp_path, trials=trials, seed=0, measure=QUICK, confirm=2)
         s = Search(settings, space, NoisySteps, runner=FakeRunner(), listener=QuietListener(),
-                   on_change=lambda study: write_outputs(study, settings))
+                   on_change=lambda study: write_outputs(study, settings, plot=False))
         return s, s.run()
 
     first, _ = run(3)

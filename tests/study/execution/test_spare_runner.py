@@ -62,6 +62,7 @@ def test_each_run_is_a_fresh_process_started_during_the_one_before(
     assert left == {}, left  # closing the runner killed the spare left over
 
 
+@pytest.mark.slow  # a fork server that fails to start, then a fresh trial process
 def test_a_spare_that_cannot_start_falls_back_to_plain_fresh_processes(tmp_path: Path) -> None:
     broken = tmp_path / "broken.py"
     broken.write_text("raise RuntimeError('no adapter here')\n")
