@@ -16,7 +16,7 @@ from autotune.contract.events import TrialEvent
 from autotune.contract.fmt import human
 from autotune.contract.request import MeasureSettings, TrialRequest, known_incompatible
 from autotune.contract.result import Status, TrialResult, Verdict
-from autotune.study.execution.runner import Runner
+from autotune.study.execution.protocol import Runner
 from autotune.study.policy.pruning import PRUNE_RATIO
 from autotune.study.store.records import TrialRecord
 from autotune.study.policy.eager import cannot_win

@@ -141,8 +141,9 @@ class SlotLoop:
                 take_over(self.study, self.lock, trial, twin)
             # The starts (baseline, recipe, follow-ups) are measured to the end: every ratio
             # and the search's direction depend on them.
-            prune = getattr(self.runners[slot], "prune", None)
-            report = report_windows(trial, prune if prunable(records.read_role(trial)) else None)
+            runner = self.runners[slot]
+            report = report_windows(trial, runner.prune if runner.prunes
+                                    and prunable(records.read_role(trial)) else None)
 
             def on_event(event: TrialEvent) -> None:
                 self.listener.trial_event(trial.number, event)

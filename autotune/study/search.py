@@ -28,7 +28,7 @@ from autotune.contract.result import Status, TrialResult
 from autotune.study.confirmation.phase import ConfirmPhase
 from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
 from autotune.study.execution.layout import Layout
-from autotune.study.execution.runner import Runner
+from autotune.study.execution.protocol import Runner
 from autotune.study.execution.slots import GangRunner, Job, Slots
 from autotune.study.policy.eager import DtypeStage, cannot_win, gains_of
 from autotune.study.interrupts import Interrupted, on_signals
@@ -287,9 +287,7 @@ class Search(SlotLoop, ConfirmPhase):
     def _interrupt(self, reason: str) -> None:
         """Stop every running trial (each slot's, and a confirmation run) as `interrupted`."""
         for runner in {id(r): r for r in (*self.runners, self.confirm_runner)}.values():
-            interrupt = getattr(runner, "interrupt", None)
-            if interrupt is not None:
-                interrupt(reason)
+            runner.interrupt(reason)
 
     def _on_signal(self, signum: int) -> None:
         """SIGINT/SIGTERM: stop the running trial (and its children), then stop the search."""

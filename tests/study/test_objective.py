@@ -13,6 +13,7 @@ from optuna.trial import TrialState
 from autotune import Diagnosis, MeasureSettings, Status, TrainConfig, TrialResult, Verdict
 from autotune.contract.events import TrialEvent, WindowEvent
 from autotune.contract.request import TrialRequest
+from autotune.study.execution.protocol import RunnerBase
 from autotune.study.objective import Objective, Outcome
 from autotune.study.store.records import TrialRecord
 
@@ -53,7 +54,7 @@ def test_a_new_config_runs_in_a_trial_folder_of_its_own(tmp_path: Path) -> None:
 
 
 def test_events_reach_the_caller(tmp_path: Path) -> None:
-    class Streaming:
+    class Streaming(RunnerBase):
         def run(self, request: TrialRequest, trial_dir: Path, *, timeout: float,
                 on_event: Any = None) -> TrialResult:
             on_event(WindowEvent(throughput=3.0))

@@ -25,7 +25,7 @@ from autotune.contract.result import Status, TrialResult
 from autotune.contract.stats import relative_spread
 from autotune.study.confirmation.lead import standing
 from autotune.study.confirmation.winner import pick_winner
-from autotune.study.execution.runner import Runner
+from autotune.study.execution.protocol import Runner
 from autotune.study.store import records, study_attrs
 from autotune.study.store.records import TrialRecord
 from autotune.study.store.study_attrs import ConfirmationEntry
@@ -96,12 +96,12 @@ CONFIRM_SHARE = 1 / 3
 search ran 3 trials; the confirmation's rounds adapt to whatever is left."""
 
 
-def start_costs(search_runner: object, confirm_runner: object) -> tuple[float, float]:
+def start_costs(search_runner: Runner, confirm_runner: Runner) -> tuple[float, float]:
     """The start-up seconds a confirmation's first run and each later run pay: the search
     runner's measured start-up (`start_seconds`, else FRESH_PROCESS_SECONDS), and for later
     runs of a runner that starts them ahead (`starts_ahead`) at most SPARE_PROCESS_SECONDS."""
-    start = getattr(search_runner, "start_seconds", None) or FRESH_PROCESS_SECONDS
-    ahead = bool(getattr(confirm_runner, "starts_ahead", False))
+    start = search_runner.start_seconds or FRESH_PROCESS_SECONDS
+    ahead = confirm_runner.starts_ahead
     return start, min(start, SPARE_PROCESS_SECONDS) if ahead else start
 
 
