@@ -95,7 +95,7 @@ class Objective:
         impossible = known_incompatible(config, self.device)
         if impossible is not None:
             # Never launched; told as infeasible so the sampler learns the combination.
-            return Outcome(result=TrialResult(status=Status.ERROR,
+            return Outcome(result=TrialResult(status=Status.ERROR, ran=False,
                                               reason=f"not run: {impossible}"))
         earlier = self.measured_before(config)
         if earlier is not None and earlier.result is not None:
@@ -105,17 +105,17 @@ class Objective:
             # Memory is a wall, not a dimension to sample: never run a batch at least as large
             # as one that ran out of memory under the same memory-relevant knobs.
             return Outcome(result=TrialResult(
-                status=Status.OOM, reason=f"not run: implied by trial {wall.number}, which ran "
+                status=Status.OOM, ran=False, reason=f"not run: implied by trial {wall.number}, which ran "
                 f"out of memory at batch_size={wall.config.batch_size}"))  # type: ignore[union-attr]
         bound = cannot_win(config, self.finished()) if prunable and self.infer_slow else None
         if bound is not None:  # the loader, or the compile gains measured here, hold it back
             return Outcome(ceiling=bound[0], result=TrialResult(status=Status.PRUNED,
-                                                                reason=bound[1]))
+                                                                reason=bound[1], ran=False))
         implied = self.overhead_ceiling(config) if prunable else None
         if implied is not None:
             ceiling, by = implied
             return Outcome(ceiling=ceiling, result=TrialResult(
-                status=Status.PRUNED, reason=f"not run: at most {human(ceiling)}/s, implied by "
+                status=Status.PRUNED, ran=False, reason=f"not run: at most {human(ceiling)}/s, implied by "
                 f"trial {by.number}, overhead-bound at batch_size={by.config.batch_size} with "  # type: ignore[union-attr]
                 f"compile={config.compile} ({human(by.value)}/s): a launch-bound step takes as "  # type: ignore[arg-type]
                 f"long at a smaller batch"))
@@ -124,7 +124,7 @@ class Objective:
             if cold is not None and cold[0] > limit:
                 # It would be cut while compiling, a timeout that says nothing about the config.
                 return Outcome(unaffordable=True, result=TrialResult(
-                    status=Status.TIMEOUT, reason=f"not run: its graph is not compiled in this "
+                    status=Status.TIMEOUT, ran=False, reason=f"not run: its graph is not compiled in this "
                     f"study yet, and a first compile and run took {cold[0]:.0f} s here (trial "
                     f"{cold[1]}), more than the {limit:.0f} s left"))
         request = TrialRequest(adapter=str(self.adapter), config=config, device=self.device,
@@ -181,7 +181,7 @@ class Objective:
             if (record.status is Status.OOM and record.config is not None
                     and record.config.batch_size <= config.batch_size
                     and _memory_knobs(record.config) == mine
-                    and not record.result.reason.startswith("not run")):  # type: ignore[union-attr]
+                    and record.result.ran):  # type: ignore[union-attr]
                 return record
         return None
 
@@ -221,7 +221,7 @@ class Objective:
 
 
 def _implied(record: TrialRecord) -> bool:
-    return record.status is Status.PRUNED and record.result.reason.startswith("not run")  # type: ignore[union-attr]
+    return record.status is Status.PRUNED and not record.result.ran  # type: ignore[union-attr]
 
 
 def _memory_knobs(config: TrainConfig) -> tuple[Any, ...]:

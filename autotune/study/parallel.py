@@ -60,9 +60,9 @@ class SlotLoop:
             raise
         finally:
             for job in slots.parked:  # never ran: it says nothing about its config
-                self._tell(job.item, TrialResult(status=Status.INTERRUPTED, reason="not run: "
-                           "the search stopped while its config ran on another slot"),
-                           budget_cut=True)
+                self._tell(job.item, TrialResult(
+                    status=Status.INTERRUPTED, ran=False, reason="not run: the search stopped "
+                    "while its config ran on another slot"), budget_cut=True)
             for beat in self._beats.values():  # trials an exception left untold
                 beat.close()
             self._beats.clear()

@@ -140,7 +140,7 @@ class Search(SlotLoop, ConfirmPhase):
                                 cpus=s.cpus or available_cpus())
         # One trial at a time: the recipe waits for the baseline's diagnosis, which points it
         # (`diagnosed_recipe`); with several slots it runs beside the baseline as it is.
-        self._recipe = dict(starts).get("recipe") if s.guided and len(self.runners) == 1 \
+        self._recipe = dict(starts).get(records.RECIPE) if s.guided and len(self.runners) == 1 \
             else None
         with self.lock:  # two hosts starting together enqueue the baseline once
             enqueue(self.study, self.space,
@@ -200,7 +200,7 @@ class Search(SlotLoop, ConfirmPhase):
         """Once the baseline has a result, queue the recipe its diagnosis points (first)."""
         if self._recipe is None:
             return
-        if records.role_taken(self.study, "recipe"):
+        if records.role_taken(self.study, records.RECIPE):
             self._recipe = None
             return
         baseline = next((r for r in records.read_records(self.study, [TrialState.COMPLETE])
@@ -209,7 +209,7 @@ class Search(SlotLoop, ConfirmPhase):
             return
         recipe = diagnosed_recipe(self.space, self._recipe, baseline, device=self.settings.device,
                                   cpus=self.settings.cpus)
-        self._ladder.add([("recipe", recipe)], new_best=True)
+        self._ladder.add([(records.RECIPE, recipe)], new_best=True)
         self._recipe = None
 
     def _halted(self) -> bool:

@@ -21,7 +21,7 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.result import Status, TrialResult
 
 __all__ = [
-    "BASELINE", "CONFIRM", "FEASIBLE", "WINNER", "TrialRecord", "add_confirmation_run",
+    "BASELINE", "CONFIRM", "FEASIBLE", "RECIPE", "WINNER", "TrialRecord", "add_confirmation_run",
     "add_winner", "count_search_trials", "enqueue_config", "read_records", "read_role",
     "role_taken", "trial_id", "write_compile_gains", "write_config", "write_duplicate",
     "write_owner", "write_result", "write_result_of", "write_role",
@@ -29,6 +29,8 @@ __all__ = [
 
 BASELINE = "baseline"
 """The role of trial 0: PyTorch's defaults at the adapter's batch size."""
+RECIPE = "recipe"
+"""The role of the hand recipe: what an expert sets first, pointed by the baseline's diagnosis."""
 CONFIRM = "confirm"
 """The role of a confirmation run: a search trial's config re-run in a fresh process."""
 WINNER = "winner"
