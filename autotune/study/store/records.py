@@ -22,7 +22,7 @@ from autotune.contract.result import Status, TrialResult
 
 __all__ = [
     "BASELINE", "CONFIRM", "FEASIBLE", "RECIPE", "WINNER", "TrialRecord", "add_confirmation_run",
-    "add_winner", "count_search_trials", "enqueue_config", "read_records", "read_role",
+    "add_winner", "count_finished", "count_search_trials", "enqueue_config", "read_records", "read_role",
     "role_taken", "trial_id", "write_compile_gains", "write_config", "write_duplicate",
     "write_owner", "write_result", "write_result_of", "write_role",
 ]
@@ -107,6 +107,12 @@ def read_records(study: optuna.Study, states: Sequence[TrialState] | None = None
     return [TrialRecord.from_trial(t)
             for t in study.get_trials(deepcopy=False, states=None if states is None else
                                       tuple(states))]
+
+
+def count_finished(study: optuna.Study) -> int:
+    """Finished trials of the search: measured to the end, or pruned after their first
+    windows."""
+    return count_search_trials(study, (TrialState.COMPLETE, TrialState.PRUNED))
 
 
 def count_search_trials(study: optuna.Study, states: Sequence[TrialState]) -> int:
