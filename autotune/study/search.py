@@ -23,7 +23,7 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.errors import ContractError
 from autotune.contract.host import available_cpus
 from autotune.contract.request import known_incompatible
-from autotune.contract.result import Status, TrialResult
+from autotune.contract.result import Status
 from autotune.study.confirmation.phase import ConfirmPhase
 from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
 from autotune.study.execution.protocol import Runner

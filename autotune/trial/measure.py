@@ -150,10 +150,31 @@ def measure(
     until = stop_at() if callable(stop_at) else stop_at
 
     plan = _plan_windows(warm, s, gathered=gather is not None)
-    windows: list[Window] = []
-    converged = False
     if on_timed_start is not None:
         on_timed_start()
+    windows, converged = _time_windows(step, plan, sync=sync, finite=finite, settings=s,
+                                       clock=clock, on_window=on_window, gather=gather,
+                                       until=until)
+    return Measurement(
+        windows=tuple(windows),
+        warmup_steps=warm.steps,
+        warmup_seconds=warmup_seconds,
+        compile_seconds=warm.compile_seconds,
+        converged=converged,
+        settled=warm.settled,
+        tolerance=s.tolerance,
+        agree=s.agree,
+    )
+
+
+def _time_windows(step: Step, plan: _WindowPlan, *, sync: Callable[[], None],
+                  finite: Callable[[], bool], settings: MeasureSettings,
+                  clock: Callable[[], float], on_window: Callable[[Window], None] | None,
+                  gather: Gather | None, until: float | None) -> tuple[list[Window], bool]:
+    """Time windows until their median is known to the tolerance (then converged), the
+    window cap or the budget is reached, or another window would end past `until`."""
+    s = settings
+    windows: list[Window] = []
     timed_start = clock()
     while True:
         window = _window(step, plan, sync, clock)
@@ -169,23 +190,13 @@ def measure(
             len(windows) >= s.min_windows
             and median_uncertainty([w.throughput for w in windows]) <= s.tolerance
         ):
-            converged = True
-            break
+            return windows, True
         out_of_time = elapsed >= s.budget_seconds
         if len(windows) >= s.max_windows or (out_of_time and len(windows) >= s.min_windows):
-            break
+            return windows, False
         if gather is None and until is not None and clock() + window.seconds >= until:
-            break  # another window would end past it: unconverged, but measured, not killed
-    return Measurement(
-        windows=tuple(windows),
-        warmup_steps=warm.steps,
-        warmup_seconds=warmup_seconds,
-        compile_seconds=warm.compile_seconds,
-        converged=converged,
-        settled=warm.settled,
-        tolerance=s.tolerance,
-        agree=s.agree,
-    )
+            # Another window would end past it: unconverged, but measured, not killed.
+            return windows, False
 
 
 def _agreed(window: Window, elapsed: float, gather: Gather) -> tuple[Window, float]:
