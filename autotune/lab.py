@@ -22,7 +22,7 @@ from autotune.contract.noise import spread_warning
 from autotune.contract.request import MeasureSettings, TrialRequest
 from autotune.contract.result import Status, TrialResult
 from autotune.contract.stats import relative_spread
-from autotune.study.execution.runner import Runner
+from autotune.study.execution.protocol import Runner
 from autotune.study.policy.recipes import bf16, bf16_compile, hand_recipe, pytorch_defaults
 
 __all__ = ["LabRow", "lab_rows", "noise_warnings", "run_lab", "summarize"]

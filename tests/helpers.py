@@ -26,6 +26,7 @@ from optuna.trial import TrialState, create_trial  # noqa: E402
 
 from autotune.contract.request import TrialRequest  # noqa: E402 -- needs the path above
 from autotune.contract.result import Status, TrialResult  # noqa: E402
+from autotune.study.execution.protocol import RunnerBase  # noqa: E402
 from autotune.study.store.records import TrialRecord  # noqa: E402
 
 
@@ -50,7 +51,7 @@ def ok_by_batch_size(call: int, request: TrialRequest) -> TrialResult:
                        duration_seconds=1.0)
 
 
-class FakeRunner:
+class FakeRunner(RunnerBase):
     """Answers each trial from a script, runs nothing, and remembers what it was asked."""
 
     def __init__(self, script: Script = ok_by_batch_size) -> None:

@@ -15,6 +15,7 @@ from autotune import Adapter, Noise, Status, TrainConfig, TrialResult
 from autotune.lab import LabRow, lab_rows, noise_warnings, run_lab, summarize, to_markdown
 from autotune.trial.measure import MeasureSettings
 from autotune.contract.request import TrialRequest
+from autotune.study.execution.protocol import RunnerBase
 
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2)
 TUNED = TrainConfig(batch_size=16, num_workers=1, prefetch_factor=2)
@@ -70,7 +71,7 @@ def test_rows_keep_the_global_batch() -> None:
 # -- run_lab with a scripted runner ----------------------------------------------------------------------
 
 
-class RecordingRunner:
+class RecordingRunner(RunnerBase):
     def __init__(self, fail: set[int] | None = None) -> None:
         self.fail = fail or set()
         self.calls: list[tuple[int, Path, float, TrialRequest]] = []

@@ -203,7 +203,7 @@ def _search(settings: SearchSettings, layout: Layout, space: SearchSpace,
     from autotune.outputs.report import OutputWriter
     from autotune.study.execution.ddp_runner import DDPRunner
     from autotune.study.execution.forkserver import ForkServerRunner
-    from autotune.study.execution.runner import Runner
+    from autotune.study.execution.protocol import Runner
     from autotune.study.execution.slots import slot_runners
     from autotune.study.search import Interrupted, Search
 
@@ -229,9 +229,7 @@ def _search(settings: SearchSettings, layout: Layout, space: SearchSpace,
         return 128 + exc.signum
     finally:
         for runner in {id(r): r for r in (*runners, confirm_runner)}.values():
-            close = getattr(runner, "close", None)
-            if close is not None:
-                close()
+            runner.close()
         writer.finish(search.study)
     return _report_end(search, winner, space, display)
 

@@ -12,7 +12,10 @@ from typing import Any
 from autotune.contract.files import atomic_write_text
 from autotune.contract.noise import Noise
 
-__all__ = ["Diagnosis", "Fingerprint", "HostCpu", "Status", "TrialResult", "Verdict"]
+__all__ = ["NOT_RUN", "Diagnosis", "Fingerprint", "HostCpu", "Status", "TrialResult", "Verdict"]
+
+NOT_RUN = "not run"
+"""How the reason of a result that did not run begins (`TrialResult.ran`)."""
 
 
 class Status(str, enum.Enum):
@@ -124,6 +127,10 @@ class TrialResult:
     status: Status
     reason: str = ""
     """One line: why the trial ended as it did ("" when ok)."""
+    ran: bool = True
+    """False for a config the search refused without a process: known to fail, implied by a
+    measured trial, too slow to start in what was left, or never started (`reason`, for
+    humans, then begins with "not run")."""
     contract_error: str = ""
     """The part of the adapter the failure came from ("loss(model, batch)", "dataset()", "the
     loader (dataset, collate_fn, sampler)", ...), "" when it did not come from the adapter. In
@@ -223,6 +230,8 @@ class TrialResult:
                     "warmup_steps", "blocks_checkpointed", "diagnosis_error"):
             if key in legacy and data.get(key) is None:
                 data[key] = legacy[key]
+        if "ran" not in data:  # stored before the field: the reason said it
+            data["ran"] = not str(data.get("reason") or "").startswith(NOT_RUN)
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         for key, kind in _NESTED.items():

@@ -124,8 +124,8 @@ def effective_batch(config: TrainConfig, adapter_batch: int | None) -> dict[str,
     the search was asked to vary it), the factor and what it means for the learning rate."""
     doc: dict[str, Any] = {"value": config.effective_batch, "adapter": adapter_batch}
     note = batch_change(config, adapter_batch)
-    if note is not None:
-        doc["factor"] = rounded(config.effective_batch / adapter_batch)  # type: ignore[operator]
+    if note is not None and adapter_batch is not None:  # a note says the batch changed
+        doc["factor"] = rounded(config.effective_batch / adapter_batch)
         doc["note"] = note
     return doc
 

@@ -154,9 +154,10 @@ def plot_data(rows: Sequence[Mapping[str, Any]], *, unit: str,
             peak_memory_gb=memory / 1024 if memory else None,
             baseline=_bool(r.get("baseline"))))
     best: list[tuple[float, float]] = []
-    for p in sorted((p for p in points if p.status == "ok" and p.throughput), key=lambda p: p.seconds):
-        top = max(best[-1][1], p.throughput) if best else p.throughput
-        best.append((p.seconds, top))  # type: ignore[arg-type]  # filtered above
+    rated = [(p.seconds, p.throughput) for p in points if p.status == "ok" and p.throughput]
+    for seconds, rate in sorted(rated, key=lambda sr: sr[0]):
+        top = max(best[-1][1], rate) if best else rate
+        best.append((seconds, top))
     base = next(((p.number, p.throughput) for p in points
                  if p.baseline and p.status == "ok" and p.throughput), None)
     confirmed = tuple(

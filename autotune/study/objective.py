@@ -16,9 +16,9 @@ from autotune.contract.events import TrialEvent
 from autotune.contract.fmt import human
 from autotune.contract.request import MeasureSettings, TrialRequest, known_incompatible
 from autotune.contract.result import Status, TrialResult, Verdict
-from autotune.study.execution.runner import Runner
+from autotune.study.execution.protocol import Runner
 from autotune.study.policy.pruning import PRUNE_RATIO
-from autotune.study.store.records import TrialRecord
+from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 from autotune.study.policy.eager import cannot_win
 
 __all__ = ["Objective", "Outcome"]
@@ -95,7 +95,7 @@ class Objective:
         impossible = known_incompatible(config, self.device)
         if impossible is not None:
             # Never launched; told as infeasible so the sampler learns the combination.
-            return Outcome(result=TrialResult(status=Status.ERROR,
+            return Outcome(result=TrialResult(status=Status.ERROR, ran=False,
                                               reason=f"not run: {impossible}"))
         earlier = self.measured_before(config)
         if earlier is not None and earlier.result is not None:
@@ -105,26 +105,26 @@ class Objective:
             # Memory is a wall, not a dimension to sample: never run a batch at least as large
             # as one that ran out of memory under the same memory-relevant knobs.
             return Outcome(result=TrialResult(
-                status=Status.OOM, reason=f"not run: implied by trial {wall.number}, which ran "
-                f"out of memory at batch_size={wall.config.batch_size}"))  # type: ignore[union-attr]
+                status=Status.OOM, ran=False, reason=f"not run: implied by trial {wall.number}, which ran "
+                f"out of memory at batch_size={wall.config.batch_size}"))
         bound = cannot_win(config, self.finished()) if prunable and self.infer_slow else None
         if bound is not None:  # the loader, or the compile gains measured here, hold it back
             return Outcome(ceiling=bound[0], result=TrialResult(status=Status.PRUNED,
-                                                                reason=bound[1]))
+                                                                reason=bound[1], ran=False))
         implied = self.overhead_ceiling(config) if prunable else None
         if implied is not None:
             ceiling, by = implied
             return Outcome(ceiling=ceiling, result=TrialResult(
-                status=Status.PRUNED, reason=f"not run: at most {human(ceiling)}/s, implied by "
-                f"trial {by.number}, overhead-bound at batch_size={by.config.batch_size} with "  # type: ignore[union-attr]
-                f"compile={config.compile} ({human(by.value)}/s): a launch-bound step takes as "  # type: ignore[arg-type]
+                status=Status.PRUNED, ran=False, reason=f"not run: at most {human(ceiling)}/s, implied by "
+                f"trial {by.number}, overhead-bound at batch_size={by.config.batch_size} with "
+                f"compile={config.compile} ({human(by.rate)}/s): a launch-bound step takes as "
                 f"long at a smaller batch"))
         if budget_cut:
             cold = self.cold_compile(config)
             if cold is not None and cold[0] > limit:
                 # It would be cut while compiling, a timeout that says nothing about the config.
                 return Outcome(unaffordable=True, result=TrialResult(
-                    status=Status.TIMEOUT, reason=f"not run: compiling and running it would "
+                    status=Status.TIMEOUT, ran=False, reason=f"not run: compiling and running it would "
                     f"take about {cold[0]:.0f} s, as trial {cold[1]}'s compile took here, more "
                     f"than the {limit:.0f} s left"))
         request = TrialRequest(adapter=str(self.adapter), config=config, device=self.device,
@@ -153,51 +153,48 @@ class Objective:
         graph = config.graph
         if graph is None:
             return None
-        ran = [r for r in (self.finished() if finished is None else finished)
-               if r.result is not None and r.config is not None
-               and r.duplicate_of is None and r.result.duration_seconds]
-        past_compile = [r for r in ran if r.result.compile_seconds is not None  # type: ignore[union-attr]
+        ran = [(r, seconds) for r in measured(self.finished() if finished is None else finished)
+               if r.duplicate_of is None and (seconds := r.result.duration_seconds)]
+        past_compile = [r for r, _ in ran if r.result.compile_seconds is not None
                         or r.status is Status.PRUNED]  # pruned: its windows ran, after compile
-        timed = [r for r in ran if r.result.compile_seconds is not None]  # type: ignore[union-attr]
-        same = [r for r in past_compile if r.config.graph == graph]  # type: ignore[union-attr]
+        # (record, its compile's seconds, the rest of its seconds) of each that timed a compile
+        timed = [(r, c, max(0.0, seconds - c)) for r, seconds in ran
+                 if (c := r.result.compile_seconds) is not None]
+        same = [t for t in timed if t[0].config.graph == graph]
         if same:
             # Compiled here before: the cache holds its graphs, but Dynamo still traces the model
             # and looks them up (a transformers GPT-2: 44 s with every graph cached, H100).
-            warm = [r for r in same if r.result.compile_seconds is not None]  # type: ignore[union-attr]
-            if not warm:
-                return None
-            quickest = min(warm, key=lambda r: r.result.compile_seconds)  # type: ignore[union-attr, arg-type, return-value]
-            rest = min(max(0.0, r.result.duration_seconds - r.result.compile_seconds)  # type: ignore[union-attr, operator]
-                       for r in timed)
-            return quickest.result.compile_seconds + rest, quickest.number  # type: ignore[union-attr, operator]
-        compiled = [r for r in timed if r.config.graph is not None]  # type: ignore[union-attr]
+            quickest, compile_seconds, _ = min(same, key=lambda t: t[1])
+            return compile_seconds + min(t[2] for t in timed), quickest.number
+        if any(r.config.graph == graph for r in past_compile):
+            return None  # compiled by a trial that was pruned: its compile was not timed
+        compiled = [t for t in timed if t[0].config.graph is not None]
         if not compiled:
             return None
-        same_mode = [r for r in compiled if r.config.compile == config.compile]  # type: ignore[union-attr]
+        same_mode = [t for t in compiled if t[0].config.compile == config.compile]
         compiled = same_mode or compiled
-        longest = max(compiled, key=lambda r: r.result.compile_seconds)  # type: ignore[union-attr, arg-type, return-value]
-        rest = min(max(0.0, r.result.duration_seconds - r.result.compile_seconds)  # type: ignore[union-attr, operator]
-                   for r in timed)
-        return longest.result.compile_seconds + rest, longest.number  # type: ignore[union-attr, operator]
+        longest, compile_seconds, _ = max(compiled, key=lambda t: t[1])
+        rest = min(t[2] for t in timed)
+        return compile_seconds + rest, longest.number
 
     def memory_wall(self, config: TrainConfig, finished: Sequence[TrialRecord] | None = None
-                    ) -> TrialRecord | None:
+                    ) -> MeasuredRecord | None:
         """A finished trial that ran out of memory at this batch size or a smaller one, with
         the same memory-relevant knobs (dtype, compile, checkpointing, allocator). `finished`:
         the study's finished trials when the caller has read them (else read here), as for
         `measured_before` and `cold_compile`."""
         mine = _memory_knobs(config)
-        for record in self.finished() if finished is None else finished:
-            if (record.status is Status.OOM and record.config is not None
+        for record in measured(self.finished() if finished is None else finished):
+            if (record.status is Status.OOM
                     and record.config.batch_size <= config.batch_size
                     and _memory_knobs(record.config) == mine
-                    and not record.result.reason.startswith("not run")):  # type: ignore[union-attr]
+                    and record.result.ran):
                 return record
         return None
 
     def overhead_ceiling(self, config: TrainConfig,
                          finished: Sequence[TrialRecord] | None = None
-                         ) -> tuple[float, TrialRecord] | None:
+                         ) -> tuple[float, MeasuredRecord] | None:
         """The most `config` could read, and the trial that implies it, when that would be
         pruned: a trial diagnosed overhead-bound in the same compile mode, with at least
         `config`'s accumulation and twice its batch, bounds it at BATCH_SHARE_MARGIN x its rate
@@ -205,33 +202,34 @@ class Objective:
         always without `infer_slow` (a search without pruning)."""
         if not self.infer_slow:
             return None
-        ran = [r for r in (self.finished() if finished is None else finished)
-               if r.ok and r.value and r.config is not None and r.duplicate_of is None]
-        best = max((r.value for r in ran), default=None)  # type: ignore[type-var]
-        bounds = [(BATCH_SHARE_MARGIN * r.value * config.batch_size / r.config.batch_size, r)  # type: ignore[operator, union-attr]
+        ran = [r for r in measured(self.finished() if finished is None else finished)
+               if r.ok and r.value and r.duplicate_of is None]
+        best = max((r.rate for r in ran), default=None)
+        bounds = [(BATCH_SHARE_MARGIN * r.rate * config.batch_size / r.config.batch_size, r)
                   for r in ran
-                  if r.result.diagnosis is not None  # type: ignore[union-attr]
-                  and r.result.diagnosis.verdict is Verdict.OVERHEAD  # type: ignore[union-attr]
-                  and r.config.compile == config.compile  # type: ignore[union-attr]
-                  and r.config.grad_accum >= config.grad_accum  # type: ignore[union-attr]
-                  and r.config.batch_size >= 2 * config.batch_size]  # type: ignore[union-attr]
+                  if r.result.diagnosis is not None
+                  and r.result.diagnosis.verdict is Verdict.OVERHEAD
+                  and r.config.compile == config.compile
+                  and r.config.grad_accum >= config.grad_accum
+                  and r.config.batch_size >= 2 * config.batch_size]
         if not bounds or best is None:
             return None
         ceiling, by = min(bounds, key=lambda b: b[0])
         return (ceiling, by) if ceiling < PRUNE_RATIO * best else None
 
     def measured_before(self, config: TrainConfig,
-                        finished: Sequence[TrialRecord] | None = None) -> TrialRecord | None:
+                        finished: Sequence[TrialRecord] | None = None
+                        ) -> MeasuredRecord | None:
         """The finished trial that ran `config` (or refused it): its result can be copied. A
         config skipped as implied slow is not one: it is judged again, on what is known now."""
-        for record in self.finished() if finished is None else finished:
-            if record.config == config and record.result is not None and not _implied(record):
+        for record in measured(self.finished() if finished is None else finished):
+            if record.config == config and not _implied(record):
                 return record
         return None
 
 
-def _implied(record: TrialRecord) -> bool:
-    return record.status is Status.PRUNED and record.result.reason.startswith("not run")  # type: ignore[union-attr]
+def _implied(record: MeasuredRecord) -> bool:
+    return record.status is Status.PRUNED and not record.result.ran
 
 
 def _memory_knobs(config: TrainConfig) -> tuple[Any, ...]:

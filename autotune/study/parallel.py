@@ -1,15 +1,17 @@
 """The search loop's scheduling: keep every slot busy while the budget lasts.
 
-`SlotLoop` is the part of `Search` that fills free slots (a parked trial first, then a new one
-asked of the sampler), starts each trial's objective on its slot's thread, and tells trials as
-they end (`Search._finish`). A trial asked while its config runs on another slot of this search
-is parked, never started twice; one whose config runs in another search (another host) waits
-for that one in its slot and copies its result.
+`SlotLoop` fills free slots (a parked trial first, then a new one asked of the sampler), starts
+each trial's objective on its slot's thread, and hands each trial that ends to the search (its
+`finish`). A trial asked while its config runs on another slot of this search is parked, never
+started twice; one whose config runs in another search (another host) waits for that one in
+its slot and copies its result. `LoopState` is what the loop and the search share and change.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 
 import optuna
@@ -19,17 +21,23 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.errors import InputError
 from autotune.contract.events import TrialEvent
 from autotune.contract.result import Status, TrialResult
+from autotune.study.confirmation.phase import ConfirmPhase
 from autotune.study.confirmation.rounds import CONFIRM_SHARE, estimate_seconds
+from autotune.study.execution.protocol import Runner
 from autotune.study.execution.slots import Job, Slots
-from autotune.study.objective import Outcome
+from autotune.study.objective import Objective, Outcome
+from autotune.study.policy.eager import cannot_win
 from autotune.study.policy.pruning import report_windows
-from autotune.study.policy.starts import prunable
+from autotune.study.policy.starts import Ladder, prunable
+from autotune.study.policy.telling import tell
+from autotune.study.settings import SearchListener, SearchSettings
+from autotune.study.space.bound import SearchSpace
 from autotune.study.store import records
-from autotune.study.store.claim import running_twin, wait_finished
-from autotune.study.store.recovery import take_over
+from autotune.study.store.claim import StudyLock, running_twin, wait_finished
+from autotune.study.store.recovery import step_over, take_over
 from autotune.study.store.storage import ask, beating
 
-__all__ = ["CONVERGED_REPEATS", "MIN_TRIAL_SECONDS", "SlotLoop"]
+__all__ = ["CONVERGED_REPEATS", "MIN_TRIAL_SECONDS", "Finish", "LoopState", "SlotLoop", "TrialSlots"]
 
 # A trial is not started with less than this left of the study's budget.
 MIN_TRIAL_SECONDS = 10.0
@@ -37,44 +45,102 @@ MIN_TRIAL_SECONDS = 10.0
 # has nothing new to propose (a small space, spent), and a budget would fill with copies.
 CONVERGED_REPEATS = 10
 
+TrialSlots = Slots[optuna.Trial, Outcome]
+Finish = Callable[[Job[optuna.Trial], Outcome, TrialSlots], None]
+"""What the search does with a trial that ended (tell it, queue what it points to)."""
+
+
+@dataclasses.dataclass(kw_only=True)
+class LoopState:
+    """What the loop and the search share and change while it runs (mutable on purpose)."""
+
+    signal: int | None = None
+    """The signal (SIGINT, SIGTERM) that stopped the search, if one did."""
+    stopped: bool = False
+    """Ends the search after the running trials, without confirming."""
+    repeats: int = 0
+    """Trials in a row that copied an earlier trial's result (see CONVERGED_REPEATS)."""
+    ladder: Ladder = dataclasses.field(default_factory=Ladder)
+    """The guided follow-ups not yet run, the newest best's first."""
+    beats: dict[int, ExitStack] = dataclasses.field(default_factory=dict)
+    """The heartbeat of each trial asked and not yet told (a server database only)."""
+
+    @property
+    def halted(self) -> bool:
+        return self.signal is not None or self.stopped
+
 
 class SlotLoop:
-    """`Search`'s scheduling methods, apart: a mixin whose methods work on the search itself
-    (its study, settings, runners and objectives, `_finish`, `_tell`, `_candidates`,
-    `_confirm_costs`, `_interrupt`, `_step_over`, `_halted`); not imported from search.py, to
-    keep the package free of import cycles."""
+    """Asks trials of the sampler and runs them on the slots (one runner and objective each)."""
 
-    def _search(self, slots: Slots[optuna.Trial, Outcome], deadline: float | None) -> None:
-        """Keep every slot busy while the budget lasts; tell each trial as it ends."""
+    def __init__(self, *, settings: SearchSettings, study: optuna.Study, lock: StudyLock,
+                 space: SearchSpace, runners: Sequence[Runner], objectives: Sequence[Objective],
+                 listener: SearchListener, state: LoopState, confirmation: ConfirmPhase,
+                 interrupt: Callable[[str], None],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings = settings
+        self.study = study
+        self.lock = lock
+        """Excludes the other searches of this study (other hosts) from check-then-write steps."""
+        self.space = space
+        self.runners = list(runners)
+        self.objectives = list(objectives)
+        """Slot i's trials run through objectives[i] (and so runners[i])."""
+        self.listener = listener
+        self.state = state
+        self.confirmation = confirmation
+        """What confirming the current leaders will take is kept from the budget."""
+        self.interrupt = interrupt
+        """Stops every running trial (the search's runners and its confirmation's)."""
+        self.clock = clock
+
+    def run(self, slots: TrialSlots, deadline: float | None, finish: Finish) -> None:
+        """Keep every slot busy while the budget lasts; `finish` each trial as it ends."""
         try:
             while True:
-                if not self._halted():
+                if not self.state.halted:
                     self._fill(slots, deadline)
                 ended = slots.wait()
                 if not ended:
                     break
                 for job, future in ended:
-                    self._finish(job, future.result(), slots)
+                    finish(job, future.result(), slots)
         except BaseException:
-            self._interrupt("the search stopped")  # the other slots' trials too
+            self.interrupt("the search stopped")  # the other slots' trials too
             raise
         finally:
             for job in slots.parked:  # never ran: it says nothing about its config
-                self._tell(job.item, TrialResult(status=Status.INTERRUPTED, reason="not run: "
-                           "the search stopped while its config ran on another slot"),
-                           budget_cut=True)
-            for beat in self._beats.values():  # trials an exception left untold
+                self.tell(job.item, TrialResult(
+                    status=Status.INTERRUPTED, ran=False, reason="not run: the search stopped "
+                    "while its config ran on another slot"), budget_cut=True)
+            for beat in self.state.beats.values():  # trials an exception left untold
                 beat.close()
-            self._beats.clear()
+            self.state.beats.clear()
 
-    def _fill(self, slots: Slots[optuna.Trial, Outcome], deadline: float | None) -> None:
+    def tell(self, trial: optuna.Trial, result: TrialResult, *, budget_cut: bool,
+             says_nothing: bool = False) -> None:
+        """Tell the study how `trial` ended, its heartbeat stopped first."""
+        beat = self.state.beats.pop(trial.number, None)
+        if beat is not None:
+            beat.close()
+        tell(self.study, trial, result, budget_cut=budget_cut, says_nothing=says_nothing)
+
+    def needless(self, config: TrainConfig) -> bool:
+        """A guided start not worth a trial: measured before (it would copy that result) or,
+        by what was measured, unable to beat the best (`cannot_win`)."""
+        objective = self.objectives[0]
+        done = objective.finished()
+        return objective.measured_before(config, done) is not None \
+            or cannot_win(config, done) is not None
+
+    def _fill(self, slots: TrialSlots, deadline: float | None) -> None:
         s = self.settings
-        while (slot := slots.free()) is not None and not self._halted():
+        while (slot := slots.free()) is not None and not self.state.halted:
             limit, grace = s.trial_timeout, 0.0
             if deadline is not None:
                 # Keep what confirming the current leaders will take.
-                first, later, gap = self._confirm_costs()
-                reserve = estimate_seconds(self._candidates(), s.confirm_repeats,
+                first, later, gap = self.confirmation.costs()
+                reserve = estimate_seconds(self.confirmation.candidates(), s.confirm_repeats,
                                            measure_gap_seconds=gap, start_seconds=first,
                                            later_start_seconds=later)
                 if s.timeout is not None:  # the search keeps most of the budget; confirmation
@@ -87,9 +153,10 @@ class SlotLoop:
             # A parked trial whose twin ended without a result to copy runs first.
             job, twin = slots.release(), None
             if job is None:
-                if self.done() + len(slots.running) + len(slots.parked) >= s.trials:
+                if records.count_finished(self.study) + len(slots.running) \
+                        + len(slots.parked) >= s.trials:
                     return
-                if self._repeats >= CONVERGED_REPEATS:
+                if self.state.repeats >= CONVERGED_REPEATS:
                     return  # the sampler only proposes measured configs: the space is spent
                 trial, config, twin = self._ask()
                 mine = {j.item.number for j in (*slots.running, *slots.parked)}
@@ -104,30 +171,29 @@ class SlotLoop:
     def _ask(self) -> tuple[optuna.Trial, TrainConfig, int | None]:
         """The next trial (its heartbeat beating until it is told), its config, and a running
         trial that measures the same config (of this search or another), if any."""
-        s = self.settings
         self._step_over()
         with self.lock:  # the next guided start, queued once whichever host feeds it
-            self._ladder.feed(self.study, self.space, skip=self._needless)
+            self.state.ladder.feed(self.study, self.space, skip=self.needless)
         trial = ask(self.study)
-        self._beats[trial.number] = beat = ExitStack()
+        self.state.beats[trial.number] = beat = ExitStack()
         beat.enter_context(beating(self.study, trial._trial_id))
         records.write_owner(trial)
         try:
             config = self.space.suggest(trial)
         except ValueError as exc:  # Optuna: the stored study has other distributions
-            self._beats.pop(trial.number).close()
+            self.state.beats.pop(trial.number).close()
             self.study.tell(trial, state=TrialState.FAIL)
             raise InputError(
-                f"study {s.study_name!r} was made with another search space ({exc}); pass another "
-                "--study-name, or the space it was made with"
+                f"study {self.settings.study_name!r} was made with another search space "
+                f"({exc}); pass another --study-name, or the space it was made with"
             ) from None
         with self.lock:  # whoever writes a config second finds the first one running it
             records.write_config(trial, config)
             twin = running_twin(self.study, trial.number, config)
         return trial, config, twin
 
-    def _start(self, slots: Slots[optuna.Trial, Outcome], slot: int, job: Job[optuna.Trial],
-               limit: float, *, twin: int | None = None, grace: float = 0.0) -> None:
+    def _start(self, slots: TrialSlots, slot: int, job: Job[optuna.Trial], limit: float, *,
+               twin: int | None = None, grace: float = 0.0) -> None:
         trial, config = job.item, job.config
         self.listener.trial_started(trial.number, config, limit)
 
@@ -137,12 +203,13 @@ class SlotLoop:
                 # objective reuses it), unless it fails, and then this one measures it, in
                 # its role.
                 wait_finished(self.study, [twin], timeout=limit, recover=self._step_over,
-                              stop=self._halted)
+                              stop=lambda: self.state.halted)
                 take_over(self.study, self.lock, trial, twin)
             # The starts (baseline, recipe, follow-ups) are measured to the end: every ratio
             # and the search's direction depend on them.
-            prune = getattr(self.runners[slot], "prune", None)
-            report = report_windows(trial, prune if prunable(records.read_role(trial)) else None)
+            runner = self.runners[slot]
+            report = report_windows(trial, runner.prune if runner.prunes
+                                    and prunable(records.read_role(trial)) else None)
 
             def on_event(event: TrialEvent) -> None:
                 self.listener.trial_event(trial.number, event)
@@ -153,3 +220,6 @@ class SlotLoop:
                                          prunable=prunable(records.read_role(trial)))
 
         slots.start(slot, job, run)
+
+    def _step_over(self) -> None:
+        step_over(self.study, self.lock, self.space)  # trials of searches that died (hosts)

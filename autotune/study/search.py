@@ -14,7 +14,6 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Callable, Sequence
-from contextlib import ExitStack
 
 import optuna
 from optuna.trial import TrialState
@@ -24,38 +23,32 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.errors import ContractError
 from autotune.contract.host import available_cpus
 from autotune.contract.request import known_incompatible
-from autotune.contract.result import Status, TrialResult
+from autotune.contract.result import Status
 from autotune.study.confirmation.phase import ConfirmPhase
 from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
-from autotune.study.execution.layout import Layout
-from autotune.study.execution.runner import Runner
-from autotune.study.execution.slots import GangRunner, Job, Slots
+from autotune.study.execution.protocol import Runner
+from autotune.study.execution.slots import GangRunner, Job
 from autotune.study.policy.eager import DtypeStage, cannot_win, gains_of
 from autotune.study.interrupts import Interrupted, on_signals
 from autotune.study.objective import Objective, Outcome
 from autotune.study.opening import open_study
-from autotune.study.parallel import SlotLoop
+from autotune.study.parallel import LoopState, SlotLoop, TrialSlots
 from autotune.study.policy.pruning import report_copy
-from autotune.study.policy.starts import (
-    EXPLORE,
-    Ladder,
-    diagnosed_recipe,
-    follow_ups,
-    initial_starts,
-    unmeasured,
-)
-from autotune.study.policy.telling import tell
+from autotune.study.policy.starts import EXPLORE, diagnosed_recipe, follow_ups, initial_starts, \
+    unmeasured
 from autotune.study.settings import SearchListener, SearchSettings
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store import records, study_attrs
 from autotune.study.store.claim import Claim, StudyLock, enqueue
-from autotune.study.store.recovery import recover_stale, step_over
+from autotune.study.store.recovery import recover_stale
 
 __all__ = ["Interrupted", "Search", "SearchListener", "SearchSettings"]
 
-class Search(SlotLoop, ConfirmPhase):
+class Search:
     """The loop: ask, run the objective, tell; after the budget, confirm the leaders.
 
+    Its parts are objects of their own, built here with what each reads: `loop` (the slots,
+    asking and starting trials), `confirmation` (the last phase), and `state`, what they share.
     `on_change` is called with the study after every finished trial and at the end (the CLI
     writes the outputs there); the search itself writes nothing but the study.
     """
@@ -74,7 +67,7 @@ class Search(SlotLoop, ConfirmPhase):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
-        self.layout: Layout = settings.layout  # type: ignore[assignment]  # set by settings
+        self.layout = settings.trial_layout
         self.runners = list(runners) or ([runner] if runner is not None else [])
         """One per slot of the layout: slot i's trials run through runners[i]."""
         if len(self.runners) != self.layout.concurrent:
@@ -92,25 +85,16 @@ class Search(SlotLoop, ConfirmPhase):
         self.on_change = on_change or (lambda study: None)
         self.clock = clock
         """Measures the study's budget (a simulated clock in the replay benchmark)."""
-        self._signal: int | None = None
-        self._stopped = False
+        self.state = LoopState()
         self._contract: ContractError | None = None
         """Set when the baseline failed in the adapter's own code: run() raises it."""
-        self._repeats = 0
-        """Trials in a row that copied an earlier trial's result (see CONVERGED_REPEATS)."""
-        self._ladder = Ladder()
-        """The guided follow-ups not yet run, the newest best's first."""
         self._dtypes = DtypeStage(space, device=settings.device)
         """On a GPU, every amp dtype measured eagerly before the ladder compiles."""
         self._recipe: TrainConfig | None = None
         """The hand recipe while it waits for the baseline's diagnosis (one slot)."""
-        self._beats: dict[int, ExitStack] = {}
-        """The heartbeat of each trial asked and not yet told (a server database only)."""
         self.study = open_study(settings, adapter, space, self.layout)
         self.lock = StudyLock(self.study, settings.storage)
         """Excludes the other searches of this study (other hosts) from check-then-write steps."""
-        self.confirmed_by: Claim | None = None
-        """Set when another search confirms (or confirmed) the leaders instead of this one."""
         self.objectives = [Objective(
             adapter=settings.adapter, device=settings.device, out=settings.out, runner=r,
             measure=settings.measure,
@@ -120,12 +104,26 @@ class Search(SlotLoop, ConfirmPhase):
             infer_slow=settings.prune)
             for r in self.runners]
         self.objective = self.objectives[0]
+        self.confirmation = ConfirmPhase(
+            settings=settings, study=self.study, lock=self.lock, space=space, listener=listener,
+            search_runner=self.runner, confirm_runner=self.confirm_runner, clock=clock,
+            signalled=lambda: self.state.signal is not None)
+        self.loop = SlotLoop(
+            settings=settings, study=self.study, lock=self.lock, space=space,
+            runners=self.runners, objectives=self.objectives, listener=listener,
+            state=self.state, confirmation=self.confirmation, interrupt=self._interrupt,
+            clock=clock)
+
+    @property
+    def confirmed_by(self) -> Claim | None:
+        """Set when another search confirms (or confirmed) the leaders instead of this one."""
+        return self.confirmation.confirmed_by
 
     # -- the loop ----------------------------------------------------------------------------
 
     def done(self) -> int:
         """Finished trials: measured to the end, or pruned after their first windows."""
-        return records.count_search_trials(self.study, (TrialState.COMPLETE, TrialState.PRUNED))
+        return records.count_finished(self.study)
 
     def winner(self) -> Winner | None:
         return pick_winner(records.read_records(self.study),
@@ -140,7 +138,7 @@ class Search(SlotLoop, ConfirmPhase):
                                 cpus=s.cpus or available_cpus())
         # One trial at a time: the recipe waits for the baseline's diagnosis, which points it
         # (`diagnosed_recipe`); with several slots it runs beside the baseline as it is.
-        self._recipe = dict(starts).get("recipe") if s.guided and len(self.runners) == 1 \
+        self._recipe = dict(starts).get(records.RECIPE) if s.guided and len(self.runners) == 1 \
             else None
         with self.lock:  # two hosts starting together enqueue the baseline once
             enqueue(self.study, self.space,
@@ -149,15 +147,15 @@ class Search(SlotLoop, ConfirmPhase):
         deadline = None if s.timeout is None else self.clock() + s.timeout
         self.listener.started(s, self.done(), self.adapter.unit)
         with on_signals(self._on_signal):
-            with Slots[optuna.Trial, Outcome](len(self.runners)) as slots:
-                self._search(slots, deadline)
-            if not self._halted():
-                self._confirm(deadline)
+            with TrialSlots(len(self.runners)) as slots:
+                self.loop.run(slots, deadline, self._finish)
+            if not self.state.halted:
+                self.confirmation.run(deadline)
         self.on_change(self.study)
         winner = self.winner()
         self.listener.finished(winner)
-        if self._signal is not None:
-            raise Interrupted(self._signal)
+        if self.state.signal is not None:
+            raise Interrupted(self.state.signal)
         if self._contract is not None:
             raise self._contract
         return winner
@@ -165,10 +163,7 @@ class Search(SlotLoop, ConfirmPhase):
     def stop(self) -> None:
         """End the search after the running trial, without confirming (for callers that have
         seen enough, such as the replay benchmark)."""
-        self._stopped = True
-
-    def _step_over(self) -> None:
-        step_over(self.study, self.lock, self.space)  # trials of searches that died (hosts)
+        self.state.stopped = True
 
     def _explore(self, *, affordable: bool = False) -> None:
         """After a copy or a config implied slow, queue a random config not measured yet nor
@@ -185,22 +180,15 @@ class Search(SlotLoop, ConfirmPhase):
                            and cannot_win(c, done) is None
                            and known_incompatible(c, self.settings.device) is None
                            and not (affordable and self.objective.cold_compile(c, done) is not None)
-                           and all(c != p for _, p in self._ladder.pending)))
+                           and all(c != p for _, p in self.state.ladder.pending)))
         if fresh is not None:
-            self._ladder.add([(f"{EXPLORE}: {fresh.describe()}", fresh)], new_best=False)
-
-    def _needless(self, config: TrainConfig) -> bool:
-        """A guided start not worth a trial: measured before (it would copy that result) or,
-        by what was measured, unable to beat the best (`cannot_win`)."""
-        done = self.objective.finished()
-        return self.objective.measured_before(config, done) is not None \
-            or cannot_win(config, done) is not None
+            self.state.ladder.add([(f"{EXPLORE}: {fresh.describe()}", fresh)], new_best=False)
 
     def _queue_recipe(self) -> None:
         """Once the baseline has a result, queue the recipe its diagnosis points (first)."""
         if self._recipe is None:
             return
-        if records.role_taken(self.study, "recipe"):
+        if records.role_taken(self.study, records.RECIPE):
             self._recipe = None
             return
         baseline = next((r for r in records.read_records(self.study, [TrialState.COMPLETE])
@@ -209,21 +197,17 @@ class Search(SlotLoop, ConfirmPhase):
             return
         recipe = diagnosed_recipe(self.space, self._recipe, baseline, device=self.settings.device,
                                   cpus=self.settings.cpus)
-        self._ladder.add([("recipe", recipe)], new_best=True)
+        self.state.ladder.add([(records.RECIPE, recipe)], new_best=True)
         self._recipe = None
 
-    def _halted(self) -> bool:
-        return self._signal is not None or self._stopped
-
-    def _finish(self, job: Job[optuna.Trial], outcome: Outcome,
-                slots: Slots[optuna.Trial, Outcome]) -> None:
+    def _finish(self, job: Job[optuna.Trial], outcome: Outcome, slots: TrialSlots) -> None:
         s, trial = self.settings, job.item
         result = outcome.result
         # Copies, configs too slow to start in what is left, and configs a measured trial
         # implies slow, in a row: the space is spent.
         idle = outcome.duplicate_of is not None or outcome.unaffordable \
             or outcome.ceiling is not None
-        self._repeats = self._repeats + 1 if idle else 0
+        self.state.repeats = self.state.repeats + 1 if idle else 0
         if outcome.duplicate_of is not None:
             records.write_duplicate(trial, outcome.duplicate_of)
             if result.status is Status.PRUNED:
@@ -242,7 +226,7 @@ class Search(SlotLoop, ConfirmPhase):
             gains = gains_of(job.config, result.throughput, self.objective.finished())
             if gains:  # what compiling bought this step, for later proposals (`cannot_win`)
                 records.write_compile_gains(trial, gains)
-        self._tell(trial, result, budget_cut=job.budget_cut, says_nothing=broken)
+        self.loop.tell(trial, result, budget_cut=job.budget_cut, says_nothing=broken)
         if study_attrs.read_confirmation(self.study) is not None:
             study_attrs.write_confirmation(self.study, None)  # stale: the study has a new trial
         if role == records.BASELINE:
@@ -251,9 +235,10 @@ class Search(SlotLoop, ConfirmPhase):
             recs = records.read_records(self.study)
             done = next(r for r in recs if r.number == trial.number)
             best, _ = best_and_baseline(recs)
-            self._ladder.add(follow_ups(self.space, done, best, device=s.device, cpus=s.cpus),
-                             new_best=best is not None and best.number == done.number)
-            self._ladder.add(self._dtypes.due(recs, self._ladder.pending), new_best=True)
+            ladder = self.state.ladder
+            ladder.add(follow_ups(self.space, done, best, device=s.device, cpus=s.cpus),
+                       new_best=best is not None and best.number == done.number)
+            ladder.add(self._dtypes.due(recs, ladder.pending), new_best=True)
         self.on_change(self.study)
         if outcome.duplicate_of is not None:
             # For the display only; the study keeps the copy.
@@ -262,7 +247,7 @@ class Search(SlotLoop, ConfirmPhase):
             result = result.replace(reason=note)
         self.listener.trial_finished(trial.number, result, self.winner())
         if broken:
-            self._stopped = True
+            self.state.stopped = True
             self._contract = ContractError.in_baseline(
                 trial.number, part=result.contract_error, reason=result.reason, log=result.log)
         # Trials that waited for this config copy its result now (no process needed); when
@@ -277,21 +262,12 @@ class Search(SlotLoop, ConfirmPhase):
                 self._finish(other, Outcome(result=earlier.result, duplicate_of=earlier.number),
                              slots)
 
-    def _tell(self, trial: optuna.Trial, result: TrialResult, *, budget_cut: bool,
-              says_nothing: bool = False) -> None:
-        beat = self._beats.pop(trial.number, None)
-        if beat is not None:
-            beat.close()
-        tell(self.study, trial, result, budget_cut=budget_cut, says_nothing=says_nothing)
-
     def _interrupt(self, reason: str) -> None:
         """Stop every running trial (each slot's, and a confirmation run) as `interrupted`."""
         for runner in {id(r): r for r in (*self.runners, self.confirm_runner)}.values():
-            interrupt = getattr(runner, "interrupt", None)
-            if interrupt is not None:
-                interrupt(reason)
+            runner.interrupt(reason)
 
     def _on_signal(self, signum: int) -> None:
         """SIGINT/SIGTERM: stop the running trial (and its children), then stop the search."""
-        self._signal = signum
+        self.state.signal = signum
         self._interrupt(f"stopped by {signal.Signals(signum).name}")

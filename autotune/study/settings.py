@@ -68,10 +68,10 @@ class SearchSettings:
     """Where trials run: one slot per GPU with its share of the CPUs (None: one at a time)."""
 
     def __post_init__(self) -> None:
-        if self.layout is None:
-            object.__setattr__(self, "layout", Layout.single(self.cpus))
+        layout = Layout.single(self.cpus) if self.layout is None else self.layout
+        object.__setattr__(self, "layout", layout)
         if self.cpus is None:
-            object.__setattr__(self, "cpus", self.layout.cpus_per_trial)  # type: ignore[union-attr]
+            object.__setattr__(self, "cpus", layout.cpus_per_trial)
         # One name for the storage whatever the working directory (study.yaml records it).
         object.__setattr__(self, "storage", absolute_storage(self.storage))
         if self.confirm < 0 or self.confirm_repeats < 1 or (
@@ -90,6 +90,13 @@ class SearchSettings:
             raise ValueError(f"device must be cuda or cpu, got {self.device=}")
         if self.sampler not in ("tpe", "random"):
             raise ValueError(f"sampler must be tpe or random, got {self.sampler=}")
+
+    @property
+    def trial_layout(self) -> Layout:
+        """`layout`, always set once built (`__post_init__` fills in one slot when not given)."""
+        if self.layout is None:  # only while __post_init__ runs
+            raise RuntimeError("SearchSettings.layout is read before it is set")
+        return self.layout
 
 
 SEARCH_WINDOW_SECONDS = 0.5

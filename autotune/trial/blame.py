@@ -7,13 +7,15 @@ a baseline trial with one stops the search: no configuration fixes the adapter's
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from autotune.trial.oom import is_oom_error
 
-__all__ = ["blame", "blamed", "check_loss"]
+__all__ = ["blame", "blamed", "blaming", "check_loss"]
 
 _ATTR = "_autotune_adapter_part"
 
@@ -27,6 +29,17 @@ def blame(exc: BaseException, part: str) -> None:
         setattr(exc, _ATTR, part)
     except AttributeError:  # an exception type without a __dict__: left unmarked
         pass
+
+
+@contextlib.contextmanager
+def blaming(part: str) -> Iterator[None]:
+    """Mark an exception raised inside as the adapter's `part` (not for the hot loop: a
+    generator-based context costs a microsecond)."""
+    try:
+        yield
+    except Exception as exc:
+        blame(exc, part)
+        raise
 
 
 def blamed(exc: BaseException) -> str:

@@ -2,29 +2,28 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
 
-from autotune.adapter import Adapter, defines
+from autotune.adapter import Adapter
 from autotune.contract.config import TrainConfig
 from autotune.contract.phases import Phase
 from autotune.contract.request import CUDAGRAPH_MODES
-from autotune.trial.blame import blame, check_loss
+from autotune.trial.blame import blame, blaming, check_loss
 from autotune.trial.features.amp import apply_amp, set_matmul_precision
 from autotune.trial.features.checkpoint import apply_checkpoint, disable_kv_cache
 from autotune.trial.features.compile import apply_compile, compiled_dynamic
-from autotune.trial.features.dataloader import apply_dataloader, dataloader_kwargs, to_device
+from autotune.trial.features.dataloader import build_loader, to_device
 from autotune.trial.features.ddp import no_sync
 from autotune.trial.shapes import ShapeLog, signature
 from autotune.trial.warmup import StepResult
 
-__all__ = ["PEEK_BATCHES", "TrainStep", "apply_model_features", "compose", "loader_knobs"]
+__all__ = ["PEEK_BATCHES", "TrainStep", "apply_model_features", "compose"]
 
 PEEK_BATCHES = 3
 """Batches a compiled step pulls before its first call to see whether their shapes vary; they
@@ -62,14 +61,6 @@ def apply_model_features(
     return apply_compile(model, compile), wrapped
 
 
-def loader_knobs(config: TrainConfig) -> dict[str, Any]:
-    """The DataLoader keyword arguments of `config`'s loader knobs."""
-    return dataloader_kwargs(
-        batch_size=config.batch_size, num_workers=config.num_workers,
-        prefetch_factor=config.prefetch_factor, pin_memory=config.pin_memory,
-        persistent_workers=config.persistent_workers)
-
-
 class TrainStep:
     """One optimizer step of `grad_accum` micro-batches, callable repeatedly (epochs roll over).
 
@@ -94,16 +85,16 @@ class TrainStep:
         self.clock = clock
         self.amp = apply_amp(config.amp_dtype, device.type)
         on_phase(Phase.MODEL)
-        with _blamed("model()"):
+        with blaming("model()"):
             model = adapter.model()
             if not isinstance(model, torch.nn.Module):
                 raise TypeError(f"adapter.model must return a torch.nn.Module, got "
                                 f"{type(model).__name__}")
         # Move to the device before building the optimizer, so its state lives there too.
         self.model = model.to(device)
-        with _blamed("optimizer(model)"):
+        with blaming("optimizer(model)"):
             self.optimizer = adapter.optimizer(self.model)
-        with _blamed("blocks(model)"):
+        with blaming("blocks(model)"):
             blocks = adapter.blocks(model)
         self.forward_model, self.blocks_checkpointed = apply_model_features(
             self.model, blocks, amp_dtype=config.amp_dtype,
@@ -114,9 +105,9 @@ class TrainStep:
         self._stepped = False
         on_phase(Phase.DATASET)
         if dataset is None:
-            with _blamed("dataset()"):
+            with blaming("dataset()"):
                 dataset = adapter.dataset()
-        self.loader = self._build_loader(dataset)
+        self.loader = build_loader(adapter, config, dataset)
         self._iterator: Iterator[Any] | None = None
         self._pending: deque[Any] = deque()
         """Batches pulled ahead (the first, the peeked ones), trained on first, in order."""
@@ -126,19 +117,6 @@ class TrainStep:
         """Whether the model was compiled with dynamic shapes (the peeked batches varied)."""
         self._mark_cudagraph_step = device.type == "cuda" and config.compile in CUDAGRAPH_MODES
         self._loss_sum = torch.zeros((), device=device)
-
-    def _build_loader(self, dataset: Any) -> Iterable[Any]:
-        """The adapter's loader (`make_loader`) or a DataLoader of its `loader_args` under the
-        loader knobs; workers die with this process either way (see lifetime.py)."""
-        adapter = self.adapter
-        if defines(type(adapter), "make_loader"):
-            with _blamed("make_loader(dataset, **knobs)"):
-                return apply_dataloader(dataset, loader_knobs(self.config),
-                                        make_loader=adapter.make_loader)
-        with _blamed("loader_args()"):
-            args = adapter.loader_args()
-        with _blamed("the DataLoader built from loader_args()"):
-            return apply_dataloader(dataset, loader_knobs(self.config), loader_args=args)
 
     def start_loader(self) -> None:
         """Wait for the loader's first batch (workers starting, the sampler, the first reads)
@@ -290,13 +268,3 @@ def compose(adapter: Adapter, config: TrainConfig, device: torch.device, *,
     model for data-parallel training (see `apply_model_features`)."""
     return TrainStep(adapter, config, device, dataset=dataset, on_phase=on_phase, ddp=ddp)
 
-
-@contextlib.contextmanager
-def _blamed(part: str) -> Iterator[None]:
-    """Mark an exception raised inside as the adapter's `part` (not for the hot loop: a
-    generator-based context costs a microsecond)."""
-    try:
-        yield
-    except Exception as exc:
-        blame(exc, part)
-        raise

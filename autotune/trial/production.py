@@ -43,7 +43,7 @@ class TunedConfig:
     def dataloader_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for `torch.utils.data.DataLoader` (add your dataset, sampler or
         shuffle, collate_fn: what is loaded stays yours)."""
-        from autotune.trial.compose import loader_knobs
+        from autotune.trial.features.dataloader import loader_knobs
 
         return loader_knobs(self.config)
 

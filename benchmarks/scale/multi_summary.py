@@ -36,7 +36,7 @@ def figures(work: Path, n: int) -> dict[str, Any]:
     # timeout...), not a copy of an earlier trial, not refused unrun, not cut by the budget.
     measured = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
                 and recs[t.number].duplicate_of is None and recs[t.number].result is not None
-                and not recs[t.number].result.reason.startswith("not run")]
+                and recs[t.number].result.ran]
     first = min(t.datetime_start for t in trials)
     last = max(t.datetime_complete for t in trials)
     minutes = (last - first).total_seconds() / 60

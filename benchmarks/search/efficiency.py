@@ -37,9 +37,9 @@ def summarize(search: Path, grid: Path, bound: str, budget: float) -> dict[str, 
     evaluated = [r for r in recs if r.duplicate_of is None
                  and r.result.status is not Status.INTERRUPTED
                  and not (r.result.status is Status.TIMEOUT
-                          and (r.result.reason or "").startswith("not run"))]
+                          and not r.result.ran)]
     # Launched on the device: pruned ones too (their results carry no phases), not refusals.
-    ran = [r for r in evaluated if not (r.result.reason or "").startswith("not run")]
+    ran = [r for r in evaluated if r.result.ran]
     fixed = [r.result.fixed_seconds for r in ran if r.result.fixed_seconds is not None]
     best = yaml.safe_load((search / "best.yaml").read_text())
     cells = json.loads(grid.read_text())

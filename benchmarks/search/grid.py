@@ -90,7 +90,7 @@ def main() -> int:
                 continue
             refused = known_incompatible(config, args.device)
             if refused is not None:  # what the search records without running it
-                result = TrialResult(status=Status.ERROR, reason=f"not run: {refused}")
+                result = TrialResult(status=Status.ERROR, ran=False, reason=f"not run: {refused}")
             elif group in oom_at and config.batch_size >= oom_at[group]:
                 result = TrialResult(status=Status.OOM, reason="implied by a smaller batch")
             else:

@@ -38,6 +38,7 @@ from autotune.contract.events import WindowEvent  # noqa: E402
 from autotune.contract.request import TrialRequest  # noqa: E402
 from autotune.contract.result import Status, TrialResult  # noqa: E402
 from autotune.outputs.display import QuietListener  # noqa: E402
+from autotune.study.execution.protocol import RunnerBase  # noqa: E402
 from autotune.study.search import Search, SearchSettings  # noqa: E402
 from autotune.study.space.file import parse_space  # noqa: E402
 
@@ -72,10 +73,12 @@ def compile_costs(cells: dict[TrainConfig, TrialResult]) -> dict[tuple[object, .
     return {g: (max(v), min(v)) for g, v in seconds.items()}
 
 
-class GridRunner:
+class GridRunner(RunnerBase):
     """A runner that answers from the grid and charges the simulated clock: a cell's measured
     seconds, with its compile charged cold the first time the search meets its graph and warm
     (a cache hit) after."""
+
+    prunes = True
 
     def __init__(self, cells: dict[TrainConfig, TrialResult], clock: SimClock) -> None:
         self.cells = cells

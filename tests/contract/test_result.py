@@ -137,3 +137,21 @@ def test_unknown_keys_are_ignored() -> None:
 def test_fingerprint_device_falls_back_to_the_cpu() -> None:
     assert Fingerprint(cpu_model="EPYC 9654").device == "cpu: EPYC 9654"
     assert FINGERPRINT.device == "NVIDIA H100"
+
+
+def test_not_run_is_a_field_and_survives_a_round_trip() -> None:
+    refused = TrialResult(status=Status.ERROR, ran=False, reason="not run: bf16 on this CPU")
+    assert TrialResult.from_dict(json.loads(json.dumps(refused.to_dict()))).ran is False
+    assert TrialResult(status=Status.OK, throughput=1.0).ran is True
+
+
+def test_results_stored_before_the_field_read_it_from_the_reason() -> None:
+    old = TrialResult(status=Status.PRUNED, reason="not run: at most 3/s").to_dict()
+    del old["ran"]
+    assert TrialResult.from_dict(old).ran is False
+    ran = TrialResult(status=Status.PRUNED, reason="pruned after 2 window(s)").to_dict()
+    del ran["ran"]
+    assert TrialResult.from_dict(ran).ran is True
+    # A copy's note mentions "not re-run" but does not begin so: it ran.
+    assert TrialResult.from_dict({"status": "ok", "throughput": 2.0,
+                                  "reason": "same config as trial 3: not re-run"}).ran is True

@@ -154,7 +154,7 @@ def test_lightning_trainer_and_dataloader_accept_the_export(config: TrainConfig)
 
 
 def test_lightning_dataloader_is_what_load_config_gives() -> None:
-    from autotune.trial.compose import loader_knobs
+    from autotune.trial.features.dataloader import loader_knobs
 
     for config in CONFIGS:
         assert loader_kwargs(config) == loader_knobs(config)

@@ -13,6 +13,7 @@ from optuna.trial import TrialState
 from autotune import Diagnosis, MeasureSettings, Status, TrainConfig, TrialResult, Verdict
 from autotune.contract.events import TrialEvent, WindowEvent
 from autotune.contract.request import TrialRequest
+from autotune.study.execution.protocol import RunnerBase
 from autotune.study.objective import Objective, Outcome
 from autotune.study.store.records import TrialRecord
 
@@ -53,7 +54,7 @@ def test_a_new_config_runs_in_a_trial_folder_of_its_own(tmp_path: Path) -> None:
 
 
 def test_events_reach_the_caller(tmp_path: Path) -> None:
-    class Streaming:
+    class Streaming(RunnerBase):
         def run(self, request: TrialRequest, trial_dir: Path, *, timeout: float,
                 on_event: Any = None) -> TrialResult:
             on_event(WindowEvent(throughput=3.0))
@@ -84,7 +85,7 @@ def test_the_same_config_runs_where_it_is_compatible(tmp_path: Path) -> None:
 
 
 def test_a_refused_config_is_refused_again_not_copied(tmp_path: Path) -> None:
-    refused = TrialResult(status=Status.ERROR, reason="not run: ...")
+    refused = TrialResult(status=Status.ERROR, ran=False, reason="not run: ...")
     earlier = [record(0, GRAPHS_WITH_ACCUM, refused)]
     outcome = objective(tmp_path, FakeRunner(), earlier, device="cuda")(1, GRAPHS_WITH_ACCUM,
                                                                          limit=60.0)
@@ -145,6 +146,7 @@ def test_a_larger_batch_than_one_that_ran_out_of_memory_is_not_run(tmp_path: Pat
     # Workers do not change what a step holds in memory: the same wall.
     implied = run(4, TrainConfig(batch_size=64, num_workers=4), limit=60.0)
     assert implied.result.status is Status.OOM and implied.duplicate_of is None
+    assert not implied.result.ran
     assert implied.result.reason == ("not run: implied by trial 3, which ran out of memory at "
                                      "batch_size=32")
     assert runner.requests == []
@@ -157,7 +159,8 @@ def test_a_larger_batch_than_one_that_ran_out_of_memory_is_not_run(tmp_path: Pat
 
 def test_an_implied_oom_is_no_wall_of_its_own(tmp_path: Path) -> None:
     runner = FakeRunner()
-    implied = TrialResult(status=Status.OOM, reason="not run: implied by trial 1, ...")
+    implied = TrialResult(status=Status.OOM, ran=False,
+                          reason="not run: implied by trial 1, ...")
     outcome = objective(tmp_path, runner, [record(2, TrainConfig(batch_size=32), implied)])(
         3, TrainConfig(batch_size=64), limit=60.0)
     assert outcome.result.status is Status.OK and len(runner.requests) == 1
@@ -239,7 +242,8 @@ def test_a_search_without_pruning_runs_what_an_overhead_bound_trial_bounds(
 
 def test_a_config_implied_slow_is_judged_again_not_copied(tmp_path: Path) -> None:
     small = TrainConfig(batch_size=32, compile="reduce-overhead")
-    skipped = TrialResult(status=Status.PRUNED, reason="not run: at most 4,106/s, ...")
+    skipped = TrialResult(status=Status.PRUNED, ran=False,
+                          reason="not run: at most 4,106/s, ...")
     # The overhead-bound trial is gone from what is known (another study's, say): it runs.
     runner = FakeRunner()
     outcome = objective(tmp_path, runner, [record(4, small, skipped)], infer_slow=True)(

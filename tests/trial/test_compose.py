@@ -14,7 +14,8 @@ from torch import nn
 import autotune.trial.compose as compose
 from autotune import TrainConfig, load_adapter
 from autotune.trial.blame import blame, blamed
-from autotune.trial.compose import TrainStep, apply_model_features, loader_knobs
+from autotune.trial.compose import TrainStep, apply_model_features
+from autotune.trial.features.dataloader import loader_knobs
 from autotune.trial.features.checkpoint import chosen_blocks
 from autotune.trial.measure import StepResult
 

@@ -1,15 +1,21 @@
 """The search's last phase: run the leaders again in rounds (`rounds`), each run a fresh
-process, and record which config wins (`Search._confirm`).
+process, and record which config wins.
 
-`ConfirmPhase` is the part of `Search` that picks the candidates, fits them to the time left,
-claims the confirmation (searches on other hosts sharing the study confirm once, the last to
-end), runs it and records it in the study. Like `SlotLoop`, a mixin whose methods work on the
-search itself (its study, lock, settings, runners, listener, clock, `done`, `_step_over`), not
-imported from search.py, to keep the package free of import cycles.
+`ConfirmPhase` picks the candidates, fits them to the time left, claims the confirmation
+(searches on other hosts sharing the study confirm once, the last to end), runs it and records
+it in the study. It is built with what it reads: the settings it needs (`ConfirmSettings`, which
+`SearchSettings` is), the study and its lock, the runners, the listener and the clock.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+import optuna
+
+from autotune.contract.request import MeasureSettings
 from autotune.contract.result import TrialResult
 from autotune.study.confirmation.rounds import (
     FRESH_PROCESS_SECONDS,
@@ -21,71 +27,137 @@ from autotune.study.confirmation.rounds import (
     run_seconds,
     start_costs,
 )
+from autotune.study.execution.protocol import Runner
+from autotune.study.space.bound import SearchSpace
 from autotune.study.store import records
-from autotune.study.store.claim import claim_confirmation, end_confirmation, wait_finished
+from autotune.study.store.claim import Claim, StudyLock, claim_confirmation, end_confirmation, \
+    wait_finished
+from autotune.study.store.recovery import step_over
+from autotune.study.store.storage import Heartbeat
 
-__all__ = ["ConfirmPhase"]
+__all__ = ["ConfirmListener", "ConfirmPhase", "ConfirmSettings"]
+
+
+class ConfirmSettings(Protocol):
+    """What the confirmation reads of the search's settings (`SearchSettings` has each)."""
+
+    @property
+    def adapter(self) -> Path: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def out(self) -> Path: ...
+    @property
+    def seed(self) -> int | None: ...
+    @property
+    def trial_timeout(self) -> float: ...
+    @property
+    def heartbeat(self) -> Heartbeat: ...
+    @property
+    def measure(self) -> MeasureSettings: ...
+    @property
+    def confirm(self) -> int: ...
+    @property
+    def confirm_repeats(self) -> int: ...
+    @property
+    def confirm_max_repeats(self) -> int | None: ...
+    @property
+    def confirm_measure(self) -> MeasureSettings | None: ...
+
+
+class ConfirmListener(Protocol):
+    """Whom the confirmation tells (part of `SearchListener`)."""
+
+    def confirm_started(self, cands: list[Candidate], repeats: int) -> None: ...
+    def confirm_result(self, cand: Candidate, result: TrialResult) -> None: ...
 
 
 class ConfirmPhase:
-    """`Search`'s confirmation methods, apart (a mixin)."""
+    """Confirms the leaders of `study` once its search trials have ended."""
 
-    def _candidates(self) -> list[Candidate]:
+    def __init__(self, *, settings: ConfirmSettings, study: optuna.Study, lock: StudyLock,
+                 space: SearchSpace, listener: ConfirmListener, search_runner: Runner,
+                 confirm_runner: Runner, clock: Callable[[], float],
+                 signalled: Callable[[], bool]) -> None:
+        self.settings = settings
+        self.study = study
+        self.lock = lock
+        self.space = space
+        self.listener = listener
+        self.search_runner = search_runner
+        """Its measured start-up plans what a confirmation run's start-up costs."""
+        self.confirm_runner = confirm_runner
+        self.clock = clock
+        self.signalled = signalled
+        """Whether a signal stopped the search: nothing more is run nor recorded."""
+        self.confirmed_by: Claim | None = None
+        """Set when another search confirms (or confirmed) the leaders instead of this one."""
+
+    def candidates(self) -> list[Candidate]:
         if self.settings.confirm == 0:
             return []
         return candidates(records.read_records(self.study), self.settings.confirm)
 
-    def _confirm(self, deadline: float | None) -> None:
+    def costs(self) -> tuple[float, float, float]:
+        """What a confirmation run is planned to pay beyond its search trial: the first run's
+        start-up, each later run's, and the confirmation's longer measurement (its budget less
+        the search's)."""
+        s = self.settings
+        first, later = start_costs(self.search_runner, self.confirm_runner)
+        confirm = s.confirm_measure or s.measure
+        return first, later, max(0.0, confirm.budget_seconds - s.measure.budget_seconds)
+
+    def run(self, deadline: float | None) -> None:
         s = self.settings
         if s.confirm == 0:
             return
         # Searches sharing the study end their running trials first, and the last to end
         # confirms: a dead one's trial is failed by the heartbeat check meanwhile.
         wait = s.trial_timeout + s.heartbeat.grace + 30.0
-        wait_finished(self.study, None, recover=self._step_over,
-                      stop=lambda: self._signal is not None,
+        wait_finished(self.study, None, recover=self._step_over, stop=self.signalled,
                       timeout=wait if deadline is None else min(wait, deadline - self.clock()))
-        cands = self._candidates()
-        if not any(not c.baseline for c in cands) or self._signal is not None:
+        cands = self.candidates()
+        if not any(not c.baseline for c in cands) or self.signalled():
             return  # nothing but the baseline ran ok: nothing to confirm
         if deadline is not None:  # fewer configs, so that the leader can run twice
-            first, later, gap = self._confirm_costs()
+            first, later, gap = self.costs()
             left = deadline - self.clock() - (first - later)  # the first run starts cold
             cands = fit_to_time(cands, left, lambda c: run_seconds(
                 c, measure_gap_seconds=gap, start_seconds=later))
         # The longest the confirmation may take (each run's limit is at most the trial's).
         seconds = (s.confirm_max_repeats or s.confirm_repeats) * len(cands) * (
             s.trial_timeout + FRESH_PROCESS_SECONDS)
-        self.confirmed_by = claim_confirmation(self.study, self.lock, done=self.done(),
+        self.confirmed_by = claim_confirmation(self.study, self.lock,
+                                               done=records.count_finished(self.study),
                                                seconds=seconds)
         if self.confirmed_by is not None:
             return  # another search confirms these trials, or did
         finished = False
         try:
-            self.listener.confirm_started(cands, s.confirm_repeats)
-            runs: list[tuple[Candidate, TrialResult]] = []
-
-            def on_result(cand: Candidate, result: TrialResult) -> None:
-                runs.append((cand, result))
-                self.listener.confirm_result(cand, result)
-
-            summary = run_confirmation(
-                cands, adapter=s.adapter, device=s.device, runner=self.confirm_runner,
-                out=s.out, repeats=s.confirm_repeats, max_repeats=s.confirm_max_repeats,
-                trial_timeout=s.trial_timeout, measure=s.confirm_measure or s.measure,
-                seed=s.seed, on_result=on_result, deadline=deadline, clock=self.clock,
-            )
-            if self._signal is None:
-                record_confirmation(self.study, summary, runs)
-                finished = True
+            finished = self._rounds(cands, deadline)
         finally:
             end_confirmation(self.study, self.lock, finished=finished)
 
-    def _confirm_costs(self) -> tuple[float, float, float]:
-        """What a confirmation run is planned to pay beyond its search trial: the first run's
-        start-up, each later run's, and the confirmation's longer measurement (its budget less
-        the search's)."""
+    def _rounds(self, cands: list[Candidate], deadline: float | None) -> bool:
+        """Run the rounds and record them; whether they were recorded (not when signalled)."""
         s = self.settings
-        first, later = start_costs(self.runner, self.confirm_runner)
-        confirm = s.confirm_measure or s.measure
-        return first, later, max(0.0, confirm.budget_seconds - s.measure.budget_seconds)
+        self.listener.confirm_started(cands, s.confirm_repeats)
+        runs: list[tuple[Candidate, TrialResult]] = []
+
+        def on_result(cand: Candidate, result: TrialResult) -> None:
+            runs.append((cand, result))
+            self.listener.confirm_result(cand, result)
+
+        summary = run_confirmation(
+            cands, adapter=s.adapter, device=s.device, runner=self.confirm_runner,
+            out=s.out, repeats=s.confirm_repeats, max_repeats=s.confirm_max_repeats,
+            trial_timeout=s.trial_timeout, measure=s.confirm_measure or s.measure,
+            seed=s.seed, on_result=on_result, deadline=deadline, clock=self.clock,
+        )
+        if self.signalled():
+            return False
+        record_confirmation(self.study, summary, runs)
+        return True
+
+    def _step_over(self) -> None:
+        step_over(self.study, self.lock, self.space)  # trials of searches that died (hosts)

@@ -25,9 +25,9 @@ from autotune.contract.result import Status, TrialResult
 from autotune.contract.stats import relative_spread
 from autotune.study.confirmation.lead import standing
 from autotune.study.confirmation.winner import pick_winner
-from autotune.study.execution.runner import Runner
+from autotune.study.execution.protocol import Runner
 from autotune.study.store import records, study_attrs
-from autotune.study.store.records import TrialRecord
+from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 from autotune.study.store.study_attrs import ConfirmationEntry
 
 __all__ = ["CONFIRM_SHARE", "Candidate", "candidates", "estimate_seconds", "fit_to_time",
@@ -51,14 +51,13 @@ class Candidate:
 
 def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
     """The k fastest distinct ok configs, plus the baseline (re-measured for a fair speedup)."""
-    ok = [r for r in records
-          if r.ok and r.search and r.duplicate_of is None and r.config is not None]
-    ok.sort(key=lambda r: -(r.value or 0.0))
-    chosen: list[TrialRecord] = []
+    ok = [r for r in measured(records) if r.ok and r.search and r.duplicate_of is None]
+    ok.sort(key=lambda r: -r.rate)
+    chosen: list[MeasuredRecord] = []
     seen: list[TrainConfig] = []
     for r in ok:
         if r.config not in seen:
-            seen.append(r.config)  # type: ignore[arg-type]  # filtered above
+            seen.append(r.config)
             chosen.append(r)
         if len(chosen) == k:
             break
@@ -66,13 +65,12 @@ def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
     if base is not None and base not in chosen:
         chosen.append(base)
     return [
-        Candidate(trial=r.number, config=r.config,  # type: ignore[arg-type]
-                  search_throughput=float(r.value or 0.0),
-                  duration_seconds=float(getattr(r.result, "duration_seconds", 0.0) or 0.0),
-                  compile_seconds=float(getattr(r.result, "compile_seconds", 0.0) or 0.0),
+        Candidate(trial=r.number, config=r.config, search_throughput=float(r.rate),
+                  duration_seconds=float(r.result.duration_seconds or 0.0),
+                  compile_seconds=float(r.result.compile_seconds or 0.0),
                   baseline=r.baseline,
-                  diagnosed=getattr(r.result, "diagnosis", None) is not None,
-                  converged=getattr(r.result, "converged", None) is not False)
+                  diagnosed=r.result.diagnosis is not None,
+                  converged=r.result.converged is not False)
         for r in chosen
     ]
 
@@ -96,12 +94,12 @@ CONFIRM_SHARE = 1 / 3
 search ran 3 trials; the confirmation's rounds adapt to whatever is left."""
 
 
-def start_costs(search_runner: object, confirm_runner: object) -> tuple[float, float]:
+def start_costs(search_runner: Runner, confirm_runner: Runner) -> tuple[float, float]:
     """The start-up seconds a confirmation's first run and each later run pay: the search
     runner's measured start-up (`start_seconds`, else FRESH_PROCESS_SECONDS), and for later
     runs of a runner that starts them ahead (`starts_ahead`) at most SPARE_PROCESS_SECONDS."""
-    start = getattr(search_runner, "start_seconds", None) or FRESH_PROCESS_SECONDS
-    ahead = bool(getattr(confirm_runner, "starts_ahead", False))
+    start = search_runner.start_seconds or FRESH_PROCESS_SECONDS
+    ahead = confirm_runner.starts_ahead
     return start, min(start, SPARE_PROCESS_SECONDS) if ahead else start
 
 

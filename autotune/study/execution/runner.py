@@ -15,31 +15,19 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import BinaryIO
 
 from autotune.contract.allocator import ALLOC_ENV, OTHER_ALLOC_ENVS
-from autotune.contract.events import FirstStepEvent, PhaseEvent, TrialEvent, WindowEvent, decode
-from autotune.contract.phases import Phase, stalled
+from autotune.contract.events import decode
 from autotune.contract.request import LAUNCH_ENV, TrialRequest, compile_cache_env
 from autotune.contract.result import Status, TrialResult
 from autotune.study.execution.processes import TrialProcess, kill_group
+from autotune.study.execution.protocol import RunnerBase
+from autotune.study.execution.tail import EventCallback, EventTail
 
-__all__ = ["InProcessRunner", "Runner", "SubprocessRunner", "kill_group"]
-
-EventCallback = Callable[[TrialEvent], None]
-
-
-class Runner(Protocol):
-    def run(
-        self,
-        request: TrialRequest,
-        trial_dir: Path,
-        *,
-        timeout: float,
-        on_event: EventCallback | None = None,
-    ) -> TrialResult: ...
+__all__ = ["InProcessRunner", "SubprocessRunner", "child_env", "kill_group"]
 
 
 def _prepare(request: TrialRequest, trial_dir: Path) -> None:
@@ -49,13 +37,15 @@ def _prepare(request: TrialRequest, trial_dir: Path) -> None:
     (trial_dir / "request.json").write_text(json.dumps(request.to_dict(), indent=2))
 
 
-class SubprocessRunner:
+class SubprocessRunner(RunnerBase):
     """Each trial in a fresh Python process leading its own process group.
 
     A fresh process is what makes the allocator settings take effect (they are read when CUDA
     starts) and keeps OOMs, CUDA errors and compile caches in memory from leaking into the next
     trial. Its own process group lets a timeout or interruption kill the DataLoader workers too.
     """
+
+    prunes = True
 
     def __init__(self, *, poll_seconds: float = 0.2, grace_seconds: float = 3.0,
                  cache_dir: Path | None = None, env: Mapping[str, str] | None = None) -> None:
@@ -100,7 +90,7 @@ class SubprocessRunner:
         log_path = trial_dir / "log.txt"
         with log_path.open("ab") as log:
             proc = self._launch(request, trial_dir, log)
-            events = _EventTail(trial_dir / "events.jsonl", on_event)
+            events = EventTail(trial_dir / "events.jsonl", on_event)
             outcome: Status | None = None
             stuck = ""
             grace = request.compile_grace if request.config.compile != "none" else 0.0
@@ -140,9 +130,6 @@ class SubprocessRunner:
 
     def _ended(self) -> None:
         """Called once a run's process group is gone (a subclass lets its spare go on)."""
-
-    def close(self) -> None:
-        """Stop whatever the runner keeps between runs (nothing, here)."""
 
     def _launch(self, request: TrialRequest, trial_dir: Path, log: BinaryIO, *,
                 extra: Mapping[str, str] | None = None) -> TrialProcess:
@@ -226,61 +213,7 @@ def _last_line(log: str) -> str:
     return lines[-1][:200] if lines else ""
 
 
-class _EventTail:
-    """Reads new lines of the trial's events file and hands them to a callback."""
-
-    def __init__(self, path: Path, callback: EventCallback | None) -> None:
-        self.path = path
-        self.callback = callback
-        self.offset = 0
-        self.rates: list[float] = []
-        """Each timed window's rate so far."""
-        self.phase: str = Phase.START.value
-        self.phase_since = time.time()
-        """When the trial entered `phase` (wall clock: the trial stamps its events so)."""
-        self.stepped = False
-        """Whether a warm-up step has finished."""
-        self.first_step: float | None = None  # its seconds (compiling, for a compiled config)
-
-    def poll(self) -> None:
-        if not self.path.is_file():
-            return
-        with self.path.open() as f:
-            f.seek(self.offset)
-            while True:
-                line = f.readline()
-                if not line.endswith("\n"):
-                    break  # incomplete: read it next time
-                self.offset = f.tell()
-                event = decode(line)  # a garbled line raises; an unknown kind is skipped
-                if event is None:
-                    continue
-                if isinstance(event, WindowEvent):
-                    self.rates.append(float(event.throughput))
-                elif isinstance(event, PhaseEvent):
-                    self.phase = event.phase
-                    self.phase_since = float(event.time)
-                elif isinstance(event, FirstStepEvent):
-                    self.stepped = True
-                    self.first_step = float(event.seconds)
-                if self.callback is not None:
-                    self.callback(event)
-
-    def compile_allowance(self, grace: float) -> float:
-        """What the limit grows by for compiling (`TrialRequest.compile_grace`): all of `grace`
-        while the first step runs, its seconds (at most `grace`) after it, none before."""
-        if self.first_step is not None:
-            return min(grace, self.first_step)
-        return grace if self.phase == Phase.WARMUP else 0.0
-
-    def stalled(self, *, compiling: bool) -> str:
-        """Where the trial is, in words, and for how long it has been there."""
-        self.poll()
-        return stalled(self.phase, max(0.0, time.time() - self.phase_since),
-                       compiling=compiling, stepped=self.stepped, windows=len(self.rates))
-
-
-class InProcessRunner:
+class InProcessRunner(RunnerBase):
     """The same contract in this process: fast, for tests. No isolation, no time limit, no
     allocator settings (they would need a fresh process)."""
 

@@ -21,7 +21,8 @@ from autotune.contract.request import TrialRequest
 from autotune.contract.result import Status, TrialResult
 from autotune.study.execution.forkserver import ForkServerRunner
 from autotune.study.execution.layout import Layout
-from autotune.study.execution.runner import EventCallback, Runner, SubprocessRunner
+from autotune.study.execution.protocol import EventCallback, Runner, RunnerBase
+from autotune.study.execution.runner import SubprocessRunner
 from autotune.study.execution.spare_runner import SpareRunner
 
 __all__ = ["GangRunner", "Job", "Slots", "combine", "slot_runners"]
@@ -114,7 +115,7 @@ class Slots(Generic[T, R]):
         self._pool.shutdown(wait=True)
 
 
-class GangRunner:
+class GangRunner(RunnerBase):
     """A `Runner` that runs each request on every slot at once, the same config on each: one
     process per GPU, each with its own CPUs, as the ranks of a job on this host share it.
 
@@ -127,6 +128,7 @@ class GangRunner:
             raise ValueError("a gang needs at least one runner")
         self.runners = list(runners)
         self.names = list(names or [f"slot{i}" for i in range(len(runners))])
+        self.starts_ahead = all(r.starts_ahead for r in self.runners)
         # One pool for the gang's life: a process started from a thread dies with that thread
         # (Linux's parent-death signal follows the thread), and a slot's spare process, started
         # during one run, must outlive the run's thread to be the next run.
@@ -145,21 +147,13 @@ class GangRunner:
         result.save(trial_dir / "result.json")
         return result
 
-    @property
-    def starts_ahead(self) -> bool:
-        return all(getattr(r, "starts_ahead", False) for r in self.runners)
-
     def interrupt(self, reason: str) -> None:
         for runner in self.runners:
-            stop = getattr(runner, "interrupt", None)
-            if stop is not None:
-                stop(reason)
+            runner.interrupt(reason)
 
     def close(self) -> None:
         for runner in self.runners:
-            close = getattr(runner, "close", None)
-            if close is not None:
-                close()
+            runner.close()
         self._pool.shutdown(wait=True)
 
 

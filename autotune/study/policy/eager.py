@@ -23,7 +23,7 @@ from autotune.contract.request import known_incompatible
 from autotune.contract.result import Verdict
 from autotune.study.policy.starts import EAGER, Start
 from autotune.study.space.bound import SearchSpace
-from autotune.study.store.records import TrialRecord
+from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 
 __all__ = ["DTYPE_PRIOR", "GAIN_SLACK", "LOADER_MARGIN", "DtypeStage", "cannot_win",
            "compile_gains", "dtype_starts", "gains_of", "loader_ceiling"]
@@ -46,10 +46,17 @@ def _loader(config: TrainConfig) -> tuple[object, ...]:
     return tuple(getattr(config, name) for name in _LOADER_KNOBS)
 
 
-def _measured(finished: Sequence[TrialRecord]) -> list[TrialRecord]:
+def _measured(finished: Sequence[TrialRecord]) -> list[MeasuredRecord]:
     """Trials measured to the end by a process of their own (copies and refusals left out)."""
-    return [r for r in finished if r.ok and r.value and r.config is not None
-            and r.duplicate_of is None]
+    return [r for r in measured(finished) if r.ok and r.value and r.duplicate_of is None]
+
+
+def _loader_alone(record: TrialRecord) -> float | None:
+    """The loader-alone rate of a trial diagnosed input-bound (else None)."""
+    diagnosis = record.result.diagnosis if record.result is not None else None
+    if diagnosis is None or diagnosis.verdict is not Verdict.INPUT:
+        return None
+    return diagnosis.loader_rate
 
 
 def _verdict(record: TrialRecord) -> Verdict | None:
@@ -74,16 +81,15 @@ def dtype_starts(space: SearchSpace, leader: TrainConfig, finished: Sequence[Tri
 
 
 def loader_ceiling(config: TrainConfig, finished: Sequence[TrialRecord]
-                   ) -> tuple[float, TrialRecord] | None:
+                   ) -> tuple[float, MeasuredRecord, float] | None:
     """The most `config` could read when a trial with its loader knobs (batch, workers,
     prefetch, pinning) was input-bound: LOADER_MARGIN x that trial's loader-alone rate (the
-    lowest such bound), and the trial; None when no such trial was diagnosed."""
+    lowest such bound), the trial and that rate; None when no such trial was diagnosed."""
     key = _loader(config)
-    bounds = [(LOADER_MARGIN * r.result.diagnosis.loader_rate, r)  # type: ignore[union-attr, operator]
+    bounds = [(LOADER_MARGIN * alone, r, alone)
               for r in _measured(finished)
-              if r.config != config and _loader(r.config) == key  # type: ignore[arg-type]
-              and _verdict(r) is Verdict.INPUT
-              and r.result.diagnosis.loader_rate]  # type: ignore[union-attr]
+              if r.config != config and _loader(r.config) == key
+              and (alone := _loader_alone(r))]
     return min(bounds, key=lambda b: b[0]) if bounds else None
 
 
@@ -105,10 +111,10 @@ def gains_of(config: TrainConfig, rate: float, finished: Sequence[TrialRecord]
     eager = config.replace(compile="none")
     for r in _measured(finished):
         if config.compile != "none" and r.config == eager:
-            gains[config.compile] = rate / r.value  # type: ignore[operator]
+            gains[config.compile] = rate / r.rate
         elif config.compile == "none" and r.config.compile != "none" \
-                and r.config.replace(compile="none") == config:  # type: ignore[union-attr]
-            gains[r.config.compile] = r.value / rate  # type: ignore[union-attr, operator]
+                and r.config.replace(compile="none") == config:
+            gains[r.config.compile] = r.rate / rate
     return gains
 
 
@@ -117,27 +123,27 @@ def cannot_win(config: TrainConfig, finished: Sequence[TrialRecord]
     """The most `config` could read and why, when measurements say it stays below the best so
     far (see the module's docstring); None when it may win."""
     ran = _measured(finished)
-    best = max((r.value for r in ran), default=None)  # type: ignore[type-var]
+    best = max((r.rate for r in ran), default=None)
     if best is None:
         return None
     bound = loader_ceiling(config, ran)
     if bound is not None and bound[0] < best:
-        rate, by = bound
+        rate, by, alone = bound
         return rate, (f"not run: at most {human(rate)}/s: trial {by.number} with the same "
                       f"loader knobs waited for its loader, which alone delivers "
-                      f"{human(by.result.diagnosis.loader_rate)}/s, below the best so far "  # type: ignore[union-attr]
+                      f"{human(alone)}/s, below the best so far "
                       f"({human(best)}/s); its model's knobs cannot speed the loader")
     if config.compile == "none":
         return None
     gain = compile_gains(finished).get(config.compile)
     if gain is not None and gain < 1.0:
         twin = next((r for r in ran if r.config == config.replace(compile="none")), None)
-        return gain * (twin.value if twin is not None else best), (  # type: ignore[operator]
+        return gain * (twin.rate if twin is not None else best), (
             f"not run: compile={config.compile} ran slower than eager in this study "
             f"(best gain {gain:.2f}x)")
     twin = next((r for r in ran if r.config == config.replace(compile="none")), None)
-    if gain is not None and twin is not None and GAIN_SLACK * gain * twin.value < best:  # type: ignore[operator]
-        expected = gain * twin.value  # type: ignore[operator]
+    if gain is not None and twin is not None and GAIN_SLACK * gain * twin.rate < best:
+        expected = gain * twin.rate
         return expected, (f"not run: about {human(expected)}/s: its eager form (trial "
                           f"{twin.number}) x the best gain of compile={config.compile} here "
                           f"({gain:.2f}x), below the best so far ({human(best)}/s)")
@@ -156,13 +162,13 @@ class DtypeStage:
     def due(self, finished: Sequence[TrialRecord], pending: Sequence[Start]) -> list[Start]:
         if self.queued or self.device != "cuda":
             return []
-        eager = [r for r in _measured(finished) if r.config.compile == "none"]  # type: ignore[union-attr]
+        eager = [r for r in _measured(finished) if r.config.compile == "none"]
         if not eager:
             return []
-        leader = max(eager, key=lambda r: r.value)  # type: ignore[arg-type, return-value]
+        leader = max(eager, key=lambda r: r.rate)
         seen = {r.config for r in finished if r.result is not None}
         if _verdict(leader) is Verdict.INPUT and any(c not in seen for _, c in pending):
             return []  # the loader is the limit and its climb goes on
         self.queued = True
-        return dtype_starts(self.space, leader.config, finished,  # type: ignore[arg-type]
+        return dtype_starts(self.space, leader.config, finished,
                             device=self.device)

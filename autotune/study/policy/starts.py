@@ -66,7 +66,7 @@ def initial_starts(space: SearchSpace, adapter: type[Adapter], *, device: str, c
     recipe = hand_recipe(adapter, device=device, cpus=cpus)
     recipe = space.project(recipe.replace(compile="none") if device == "cuda" else recipe)
     if space.holds(recipe) and recipe != space.baseline:
-        starts.append(("recipe", recipe))
+        starts.append((records.RECIPE, recipe))
     return starts
 
 
@@ -123,7 +123,7 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
         between = _bisect(space, done, best)
         if between is not None:
             return _label(space, [between])
-        if done.role != "recipe":
+        if done.role != records.RECIPE:
             return _label(space, _checks(space, config, device, verdict))
     climb: list[TrainConfig] = []
     if verdict is Verdict.OVERHEAD and "reduce-overhead" in space.values("compile") \
@@ -196,7 +196,7 @@ def _bisect(space: SearchSpace, done: TrialRecord, best: TrialRecord) -> TrainCo
         return None
     low, high = best.config.batch_size, done.config.batch_size
     if space.with_batch(done.config, low) != best.config:
-        if done.role != "recipe" and not done.role.startswith((FOLLOW, EAGER)):
+        if done.role != records.RECIPE and not done.role.startswith((FOLLOW, EAGER)):
             return None  # the OOM was another config's, not a climb's
         low = space.baseline.batch_size  # it ran (as the baseline)
     between = [b for b in space.batch_sizes() if low < b < high]

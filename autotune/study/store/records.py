@@ -11,7 +11,7 @@ import dataclasses
 import math
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import optuna
@@ -21,14 +21,17 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.result import Status, TrialResult
 
 __all__ = [
-    "BASELINE", "CONFIRM", "FEASIBLE", "WINNER", "TrialRecord", "add_confirmation_run",
-    "add_winner", "count_search_trials", "enqueue_config", "read_records", "read_role",
+    "BASELINE", "CONFIRM", "FEASIBLE", "RECIPE", "WINNER", "MeasuredRecord", "TrialRecord",
+    "add_confirmation_run", "measured",
+    "add_winner", "count_finished", "count_search_trials", "enqueue_config", "read_records", "read_role",
     "role_taken", "trial_id", "write_compile_gains", "write_config", "write_duplicate",
     "write_owner", "write_result", "write_result_of", "write_role",
 ]
 
 BASELINE = "baseline"
 """The role of trial 0: PyTorch's defaults at the adapter's batch size."""
+RECIPE = "recipe"
+"""The role of the hand recipe: what an expert sets first, pointed by the baseline's diagnosis."""
 CONFIRM = "confirm"
 """The role of a confirmation run: a search trial's config re-run in a fresh process."""
 WINNER = "winner"
@@ -81,6 +84,11 @@ class TrialRecord:
         """Finished with a measurement."""
         return self.state == TrialState.COMPLETE and self.status is Status.OK
 
+    @property
+    def rate(self) -> float:
+        """`value` as a number: 0.0 when Optuna was told none (running, failed)."""
+        return self.value if self.value is not None else 0.0
+
     @classmethod
     def from_trial(cls, trial: FrozenTrial) -> TrialRecord:
         attrs = trial.user_attrs
@@ -100,11 +108,40 @@ class TrialRecord:
         )
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MeasuredRecord(TrialRecord):
+    """A trial whose config and result are both recorded: it ended (measured, or refused
+    without a process), as the search's policies read them."""
+
+    config: TrainConfig
+    result: TrialResult
+
+    @classmethod
+    def of(cls, record: TrialRecord) -> MeasuredRecord:
+        if isinstance(record, MeasuredRecord):
+            return record
+        if record.config is None or record.result is None:
+            raise ValueError(f"trial {record.number} has no config or no result")
+        fields = {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+        return cls(**fields)
+
+
+def measured(records: Iterable[TrialRecord]) -> list[MeasuredRecord]:
+    """The records with a config and a result, typed so (the policies' view), in order."""
+    return [MeasuredRecord.of(r) for r in records if r.config is not None and r.result is not None]
+
+
 def read_records(study: optuna.Study, states: Sequence[TrialState] | None = None
                  ) -> list[TrialRecord]:
     return [TrialRecord.from_trial(t)
             for t in study.get_trials(deepcopy=False, states=None if states is None else
                                       tuple(states))]
+
+
+def count_finished(study: optuna.Study) -> int:
+    """Finished trials of the search: measured to the end, or pruned after their first
+    windows."""
+    return count_search_trials(study, (TrialState.COMPLETE, TrialState.PRUNED))
 
 
 def count_search_trials(study: optuna.Study, states: Sequence[TrialState]) -> int:

@@ -36,6 +36,8 @@ def apply_checkpoint(blocks: Sequence[torch.nn.Module], fraction: float) -> int:
         block = blocks[i]
         if getattr(block, "_autotune_checkpointed", False):
             continue
+        # torch types Module attributes as methods, tensors or modules: a wrapped forward and
+        # a flag are neither, so both assignments need the checker's leave.
         block.forward = functools.partial(_checkpointed, block.forward)  # type: ignore[method-assign]
         block._autotune_checkpointed = True  # type: ignore[assignment]
     return len(indices)
@@ -52,7 +54,7 @@ def disable_kv_cache(model: torch.nn.Module) -> bool:
     "size of tensor a (78) must match ... (39)"). Training reads no cache, so nothing it computes
     changes. Returns whether a cache was turned off."""
     config = getattr(model, "config", None)
-    if getattr(config, "use_cache", False) is not True:
+    if config is None or getattr(config, "use_cache", False) is not True:
         return False
-    config.use_cache = False  # type: ignore[union-attr]
+    config.use_cache = False
     return True

@@ -24,6 +24,7 @@ def apply_compile(model: torch.nn.Module, mode: str, *,
     """
     if mode == "none":
         return model
+    # torch.compile is typed to return a callable; given a Module it returns an OptimizedModule.
     return torch.compile(model, mode=mode, dynamic=dynamic)  # type: ignore[return-value]
 
 

@@ -16,11 +16,34 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from autotune.adapter import check_loader_args
+from autotune.adapter import Adapter, check_loader_args, defines
+from autotune.contract.config import TrainConfig
+from autotune.trial.blame import blaming
 from autotune.trial.features.sampling import LazyShuffleSampler
 from autotune.trial.lifetime import with_parent_death
 
-__all__ = ["apply_dataloader", "dataloader_kwargs", "to_device"]
+__all__ = ["apply_dataloader", "build_loader", "dataloader_kwargs", "loader_knobs", "to_device"]
+
+
+def loader_knobs(config: TrainConfig) -> dict[str, Any]:
+    """The DataLoader keyword arguments of `config`'s loader knobs."""
+    return dataloader_kwargs(
+        batch_size=config.batch_size, num_workers=config.num_workers,
+        prefetch_factor=config.prefetch_factor, pin_memory=config.pin_memory,
+        persistent_workers=config.persistent_workers)
+
+
+def build_loader(adapter: Adapter, config: TrainConfig, dataset: Any) -> Iterable[Any]:
+    """The adapter's loader (`make_loader`) or a DataLoader of its `loader_args` under the
+    loader knobs; workers die with this process either way (see lifetime.py)."""
+    if defines(type(adapter), "make_loader"):
+        with blaming("make_loader(dataset, **knobs)"):
+            return apply_dataloader(dataset, loader_knobs(config),
+                                    make_loader=adapter.make_loader)
+    with blaming("loader_args()"):
+        args = adapter.loader_args()
+    with blaming("the DataLoader built from loader_args()"):
+        return apply_dataloader(dataset, loader_knobs(config), loader_args=args)
 
 
 def dataloader_kwargs(

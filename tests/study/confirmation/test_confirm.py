@@ -33,6 +33,7 @@ from autotune.study.confirmation.rounds import (
     start_costs,
 )
 from autotune.study.confirmation.winner import pick_winner
+from autotune.study.execution.protocol import RunnerBase
 from autotune.study.execution.runner import InProcessRunner
 from autotune.study.search import Search, SearchSettings
 from autotune.study.space.file import parse_space
@@ -129,16 +130,13 @@ def test_no_candidates_without_ok_trials() -> None:
 
 
 def test_start_costs_follow_the_measured_start_up_and_the_runner() -> None:
-    class Forked:
-        start_seconds: float | None = None
-
-    class Ahead:
+    class Ahead(RunnerBase):
         starts_ahead = True
 
-    forked = Forked()
-    assert start_costs(forked, object()) == (FRESH_PROCESS_SECONDS, FRESH_PROCESS_SECONDS)
+    forked = RunnerBase()
+    assert start_costs(forked, RunnerBase()) == (FRESH_PROCESS_SECONDS, FRESH_PROCESS_SECONDS)
     forked.start_seconds = 2.5  # the fork server started: its start-up was measured
-    assert start_costs(forked, object()) == (2.5, 2.5)
+    assert start_costs(forked, RunnerBase()) == (2.5, 2.5)
     assert start_costs(forked, Ahead()) == (2.5, 2.5)  # never more than the whole start-up
     forked.start_seconds = 14.0
     assert start_costs(forked, Ahead()) == (14.0, SPARE_PROCESS_SECONDS)
@@ -173,7 +171,7 @@ def test_estimate_seconds(trials: list[TrialRecord]) -> None:
 # -- run_confirmation with a scripted runner -----------------------------------------------------------
 
 
-class ScriptedRunner:
+class ScriptedRunner(RunnerBase):
     """Answers each run with the next throughput scripted for that trial number."""
 
     def __init__(self, script: dict[int, list[TrialResult]]) -> None:

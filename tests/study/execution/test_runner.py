@@ -17,8 +17,8 @@ from autotune.contract.events import PhaseEvent, TrialEvent, WindowEvent
 from autotune.contract.phases import PHASES
 from autotune.contract.request import TrialRequest
 from autotune.study.execution.processes import _group_running, _wait_group_dead
-from autotune.study.execution.runner import (InProcessRunner, SubprocessRunner, _EventTail,
-                                             kill_group)
+from autotune.study.execution.runner import InProcessRunner, SubprocessRunner, kill_group
+from autotune.study.execution.tail import EventTail
 
 # Short windows: the tests check outcomes, not the precision of the numbers.
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
@@ -162,7 +162,7 @@ def test_a_stalled_trial_names_its_phase_and_how_long(
 ) -> None:
     path = tmp_path / "events.jsonl"
     path.touch()
-    tail = _EventTail(path, None)
+    tail = EventTail(path, None)
     tail.phase_since = time.time() - 40.0  # launched 40 s ago
     then = time.time() - 40.0
     for event in events:
@@ -176,7 +176,7 @@ def test_a_stalled_trial_counts_from_the_phase_it_entered_last(tmp_path: Path) -
     now = time.time()
     write_events(path, {"event": "phase", "phase": "model", "time": now - 100.0},
                  {"event": "phase", "phase": "first_batch", "time": now - 55.0})
-    assert _EventTail(path, None).stalled(compiling=False) == \
+    assert EventTail(path, None).stalled(compiling=False) == \
         "no batch from the DataLoader after 55 s"
 
 
@@ -187,7 +187,7 @@ def test_the_tail_hands_on_typed_events_and_skips_unknown_kinds(tmp_path: Path) 
                  {"event": "window", "throughput": 5.0, "seconds": 1.0, "steps": 3,
                   "data_wait": 0.0})
     seen: list[TrialEvent] = []
-    tail = _EventTail(path, seen.append)
+    tail = EventTail(path, seen.append)
     tail.poll()
     assert seen == [PhaseEvent(phase="windows", time=1.0),
                     WindowEvent(throughput=5.0, seconds=1.0, steps=3, data_wait=0.0)]
@@ -213,7 +213,7 @@ def test_the_limit_grows_by_the_compile_up_to_the_grace(
     # may run `grace` longer; once it is done, as long as it took (at most `grace`).
     path = tmp_path / "events.jsonl"
     path.touch()
-    tail = _EventTail(path, None)
+    tail = EventTail(path, None)
     write_events(path, *({"time": time.time(), **e} if "phase" in e else e for e in events))
     tail.poll()
     assert tail.compile_allowance(50.0) == allowance

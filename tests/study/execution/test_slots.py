@@ -18,6 +18,7 @@ from autotune import Adapter, InputError, MeasureSettings, Status, TrainConfig, 
 from autotune.contract.request import TrialRequest
 from autotune.outputs.display import QuietListener
 from autotune.study.execution.layout import Layout, Slot
+from autotune.study.execution.protocol import RunnerBase
 from autotune.study.execution.slots import GangRunner, Job, Slots, slot_runners
 from autotune.study.search import Interrupted, Search, SearchSettings
 from autotune.study.space.file import parse_space
@@ -37,7 +38,7 @@ def two_slots(cpus: int = 1) -> Layout:
                   cpus_per_trial=cpus, host_cpus=2)
 
 
-class SlotRunner:
+class SlotRunner(RunnerBase):
     """A fake runner of one slot: records which configs run when, and on which slot; all
     slots share `live` to check that no config runs twice at once."""
 
@@ -216,7 +217,7 @@ def test_confirmation_runs_start_ahead_only_for_a_gpu(tmp_path: Path, ahead: boo
     two = plan_layout("0,1", None, device="cuda", host_cpus=list(range(4)), visible=["0", "1"])
     _, fresh = slot_runners(one, out=tmp_path, cache_dir=None, ahead=ahead)
     assert type(fresh) is (SpareRunner if ahead else SubprocessRunner)
-    assert getattr(fresh, "starts_ahead", False) is ahead
+    assert fresh.starts_ahead is ahead
     search, gang = slot_runners(two, out=tmp_path, cache_dir=None, ahead=ahead)
     assert len(search) == 2 and isinstance(gang, GangRunner)
     assert gang.starts_ahead is ahead  # what the confirmation's time estimate goes by

@@ -236,3 +236,21 @@ def test_the_winner_is_the_studys_best_trial(study: optuna.Study) -> None:
     # A winner above everything measured keeps its own rate as its value.
     assert records.add_winner(study, n, TrialResult(status=Status.OK, throughput=500.0), {}) == 500.0
     assert reopened(study).best_trial.number == 3
+
+
+def test_measured_keeps_the_records_with_a_config_and_a_result_typed_so(
+        study: optuna.Study) -> None:
+    running = study.ask()
+    records.write_config(running, CONFIG)
+    told = study.ask()
+    records.write_config(told, CONFIG)
+    records.write_result(told, RESULT)
+    study.tell(told, RESULT.throughput)
+    study.add_trial(optuna.trial.create_trial(value=1.0))  # no config, no result
+
+    (done,) = records.measured(records.read_records(study))
+    assert isinstance(done, records.MeasuredRecord) and done.number == 1
+    assert done.config == CONFIG and done.result == RESULT and done.rate == 1234.5
+    assert records.MeasuredRecord.of(done) is done
+    with pytest.raises(ValueError, match="trial 0"):
+        records.MeasuredRecord.of(records.read_records(study)[0])

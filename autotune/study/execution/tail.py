@@ -1,0 +1,69 @@
+"""Follow a running trial's events file: each window's rate, its phase and since when, the
+first step's seconds, handed on to the search as they come."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from autotune.contract.events import FirstStepEvent, PhaseEvent, TrialEvent, WindowEvent, decode
+from autotune.contract.phases import Phase, stalled
+
+__all__ = ["EventCallback", "EventTail"]
+
+EventCallback = Callable[[TrialEvent], None]
+
+
+class EventTail:
+    """Reads new lines of the trial's events file and hands them to a callback."""
+
+    def __init__(self, path: Path, callback: EventCallback | None) -> None:
+        self.path = path
+        self.callback = callback
+        self.offset = 0
+        self.rates: list[float] = []
+        """Each timed window's rate so far."""
+        self.phase: str = Phase.START.value
+        self.phase_since = time.time()
+        """When the trial entered `phase` (wall clock: the trial stamps its events so)."""
+        self.stepped = False
+        """Whether a warm-up step has finished."""
+        self.first_step: float | None = None  # its seconds (compiling, for a compiled config)
+
+    def poll(self) -> None:
+        if not self.path.is_file():
+            return
+        with self.path.open() as f:
+            f.seek(self.offset)
+            while True:
+                line = f.readline()
+                if not line.endswith("\n"):
+                    break  # incomplete: read it next time
+                self.offset = f.tell()
+                event = decode(line)  # a garbled line raises; an unknown kind is skipped
+                if event is None:
+                    continue
+                if isinstance(event, WindowEvent):
+                    self.rates.append(float(event.throughput))
+                elif isinstance(event, PhaseEvent):
+                    self.phase = event.phase
+                    self.phase_since = float(event.time)
+                elif isinstance(event, FirstStepEvent):
+                    self.stepped = True
+                    self.first_step = float(event.seconds)
+                if self.callback is not None:
+                    self.callback(event)
+
+    def compile_allowance(self, grace: float) -> float:
+        """What the limit grows by for compiling (`TrialRequest.compile_grace`): all of `grace`
+        while the first step runs, its seconds (at most `grace`) after it, none before."""
+        if self.first_step is not None:
+            return min(grace, self.first_step)
+        return grace if self.phase == Phase.WARMUP else 0.0
+
+    def stalled(self, *, compiling: bool) -> str:
+        """Where the trial is, in words, and for how long it has been there."""
+        self.poll()
+        return stalled(self.phase, max(0.0, time.time() - self.phase_since),
+                       compiling=compiling, stepped=self.stepped, windows=len(self.rates))
