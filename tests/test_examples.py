@@ -1,7 +1,8 @@
-"""The framework examples: adapters/hf_text.py (transformers, a padding collate through
-`loader_args`), adapters/lightning_example.py (the Lightning bridge) and adapters/vision.py
-(torchvision, per-sample v2 augmentation in the workers). Each runs a trial step here and a
-3-trial search as a real subprocess; each skips, saying what to install, without its package.
+"""The examples: adapters/augment.py (the quick start's: per-sample NumPy augmentation, torch
+only), adapters/hf_text.py (transformers, a padding collate through `loader_args`),
+adapters/lightning_example.py (the Lightning bridge) and adapters/vision.py (torchvision,
+per-sample v2 augmentation in the workers). Each runs a trial step here and a 3-trial search as
+a real subprocess; each skips, saying what to install, without its package.
 torchvision does not import with a CPU-only torch from PyPI, so the vision input path (uint8
 images cropped and flipped per sample in the workers) is also run with a torch-only transform."""
 
@@ -11,6 +12,7 @@ import importlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 import pytest
 import torch
@@ -22,6 +24,8 @@ from autotune.trial.compose import compose
 
 # Small enough that a trial takes seconds on two cores.
 SMALL = {
+    "augment": {"AUGMENT_IMAGES": "256", "AUGMENT_STORED": "24", "AUGMENT_CROP": "16",
+                "AUGMENT_CLASSES": "10", "AUGMENT_BATCH": "16", "AUGMENT_WIDTH": "4"},
     "hf_text": {"HF_TEXT_SAMPLES": "256", "HF_TEXT_MAX_LEN": "32", "HF_TEXT_VOCAB": "2048",
                 "HF_TEXT_HIDDEN": "32", "HF_TEXT_LAYERS": "1", "HF_TEXT_BATCH": "16"},
     "lightning_example": {"LIT_IMAGES": "256", "LIT_SIZE": "16", "LIT_WIDTH": "8",
@@ -91,6 +95,8 @@ class TorchVisionAdapter(vision.VisionAdapter):
 
 
 def need(example: str) -> None:
+    if example not in NEEDS:
+        return  # torch and NumPy only
     module, extra = NEEDS[example]
     try:
         importlib.import_module(module)
@@ -119,6 +125,23 @@ def one_step(adapter_path: Path, config: TrainConfig) -> Any:
 
 
 # -- a trial step of each example, in this process -------------------------------------------------
+
+
+def test_augment_example_augments_each_read_in_the_workers(small: Any) -> None:
+    small("augment")
+    path = REPO_ROOT / "adapters" / "augment.py"
+    module = importlib.import_module(load_adapter(path).__module__)
+    dataset = module.AugmentedImages()
+    assert dataset.images.dtype == np.uint8 and dataset.images.shape == (256, 24, 24, 3)
+    assert np.array_equal(dataset.images, module.AugmentedImages().images)  # seeded
+    torch.manual_seed(0)
+    (a, label), (b, again) = dataset[3], dataset[3]
+    assert a.dtype == torch.float32 and a.shape == (3, 16, 16) and label == again
+    assert not torch.equal(a, b)  # a fresh augmentation on every read
+    assert torch.isfinite(a).all()
+    result = one_step(path, TrainConfig(batch_size=8, grad_accum=2, num_workers=2,
+                                        prefetch_factor=2, persistent_workers=True))
+    assert result.items == 16
 
 
 def test_hf_text_pads_each_batch_and_counts_real_tokens(small: Any) -> None:
@@ -198,7 +221,8 @@ def search_example(adapter: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("example", ["hf_text", "lightning_example", "vision"])
+@pytest.mark.parametrize("example",
+                         ["augment", "hf_text", "lightning_example", "vision"])
 def test_example_search(example: str, small: Any, tmp_path: Path) -> None:
     need(example)
     small(example)
