@@ -614,12 +614,12 @@ def test_slow_loader_is_input_bound(
 def test_slow_model_is_compute_bound(composed: Callable[[Path, TrainConfig], TrainStep]) -> None:
     step = composed(SLOW_MODEL, TrainConfig(batch_size=8))
     m, d = measure_and_diagnose(step, prefetch=0)
-    assert m.data_wait_fraction < 0.25, m.summary()  # a 5 ms forward, microseconds of loading
+    assert m.data_wait_fraction < 0.25, m.summary()  # a 20 ms forward, microseconds of loading
     assert d.verdict == "compute-bound", d
     assert d.loader_rate is not None and d.compute_rate is not None
     assert d.compute_rate < d.loader_rate
-    # A 5 ms forward: at most 8 / 5 ms = 1600 samples/s.
-    assert d.compute_rate < 1600
+    # A 20 ms forward: at most 8 / 20 ms = 400 samples/s.
+    assert d.compute_rate < 400
     assert d.gpu_busy_fraction is None
 
 
