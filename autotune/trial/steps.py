@@ -195,7 +195,8 @@ def time_step(step: TrainStep, request: TrialRequest, settings: MeasureSettings,
     cpu_start: list[CpuTimes | None] = []
     noise_start: list[noiseprobe.Probe] = []
     compiles = request.config.compile != "none"
-    watch = CompileWatch()
+    # Only a compiled step reads Dynamo's counters: importing them costs an eager trial ~1 s.
+    watch = CompileWatch() if compiles else None
     grace = request.compile_grace if compiles else 0.0
     compiled_for: list[float] = []  # what the limit grew by: the first step, up to grace
 
@@ -209,7 +210,8 @@ def time_step(step: TrainStep, request: TrialRequest, settings: MeasureSettings,
             noise_start.append(noiseprobe.start())
 
     def first_step(seconds: float) -> None:  # past it, a slow warm-up is not compiling
-        watch.first_step_done()
+        if watch is not None:
+            watch.first_step_done()
         compiled_for.append(min(grace, seconds))
         progress.emit(FirstStepEvent(seconds=seconds))
 
@@ -231,7 +233,7 @@ def time_step(step: TrainStep, request: TrialRequest, settings: MeasureSettings,
              if noise_start else None)
     return Timed(measurement=m, host_cpu=host_cpu, noise=noise,
                  compile_grace_used=sum(compiled_for), shapes=step.shapes.facts(),
-                 recompiles=watch.read() if compiles else None)
+                 recompiles=None if watch is None else watch.read())
 
 
 def worth_diagnosing(request: TrialRequest, timed: Timed, progress: Progress,
