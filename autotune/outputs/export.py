@@ -145,6 +145,11 @@ def to_lightning(best: Best) -> Export:
 
 def _common(best: Best) -> list[str]:
     notes = []
+    if best.config.intra_op_threads is not None:
+        notes.append(f"intra_op_threads={best.config.intra_op_threads}: neither trainer has the "
+                     "flag; call torch.set_num_threads("
+                     f"{best.config.intra_op_threads}) before building the model (or "
+                     "autotune.load_config('best.yaml'), which does)")
     if best.config.env:
         notes.append(f"{ALLOC_ENV} (the CUDA allocator) is read when CUDA starts: set it in the "
                      "environment, not in Python (autotune export --to env, or "

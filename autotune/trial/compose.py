@@ -20,6 +20,7 @@ from autotune.trial.features.checkpoint import apply_checkpoint, disable_kv_cach
 from autotune.trial.features.compile import apply_compile, compiled_dynamic
 from autotune.trial.features.dataloader import build_loader, to_device
 from autotune.trial.features.ddp import no_sync
+from autotune.trial.features.threads import apply_threads
 from autotune.trial.shapes import ShapeLog, signature
 from autotune.trial.warmup import StepResult
 
@@ -83,6 +84,8 @@ class TrainStep:
         self.config = config
         self.device = device
         self.clock = clock
+        # Process-wide first: the model's first ops start the intra-op pool at this size.
+        apply_threads(config.intra_op_threads)
         self.amp = apply_amp(config.amp_dtype, device.type)
         on_phase(Phase.MODEL)
         with blaming("model()"):

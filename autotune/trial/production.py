@@ -103,7 +103,9 @@ class TunedConfig:
 def load_config(path: str | Path) -> TunedConfig:
     """Read `best.yaml` (or a YAML of knobs alone) with the device it was tuned on. Tuned on a
     CPU, this process holds the host heap's thresholds from here on, as every measured process
-    did (`autotune.trial.heap`; `autotune apply` sets them at the start instead)."""
+    did (`autotune.trial.heap`; `autotune apply` sets them at the start instead). A config with
+    `intra_op_threads` sets this process's thread count here, as the trial did before its model
+    was built: call it before the model's first op."""
     config = read_config(path)
     device = "cuda"
     artifacts = None
@@ -121,4 +123,8 @@ def load_config(path: str | Path) -> TunedConfig:
         from autotune.trial.heap import hold_host_heap
 
         hold_host_heap()
+    if config.intra_op_threads is not None:
+        from autotune.trial.features.threads import apply_threads
+
+        apply_threads(config.intra_op_threads)
     return TunedConfig(config=config, device=device, compile_artifacts=artifacts)

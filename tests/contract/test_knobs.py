@@ -35,8 +35,8 @@ def test_kinds_come_from_the_annotations() -> None:
     kinds = {spec.name: spec.kind for spec in KNOBS}
     assert kinds == {
         "batch_size": int, "grad_accum": int, "num_workers": int, "prefetch_factor": int,
-        "pin_memory": bool, "persistent_workers": bool, "amp_dtype": str, "compile": str,
-        "checkpoint": float, "expandable_segments": bool, "max_split_size_mb": int,
+        "pin_memory": bool, "persistent_workers": bool, "intra_op_threads": int,
+        "amp_dtype": str, "compile": str, "checkpoint": float, "expandable_segments": bool, "max_split_size_mb": int,
         "bucket_cap_mb": int, "gradient_as_bucket_view": bool, "static_graph": bool,
     }
 

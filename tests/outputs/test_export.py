@@ -207,3 +207,10 @@ def test_a_bad_file_names_itself(tmp_path: Path) -> None:
     path.write_text("config: {batch_size: 8, workers: 2}\n")
     with pytest.raises(InputError, match=rf"{path}.*workers"):
         export_text(path, "hf")
+
+
+@pytest.mark.parametrize("target", ["hf", "lightning"])
+def test_both_exports_say_how_to_set_the_threads(tmp_path: Path, target: str) -> None:
+    doc = exported(tmp_path, CPU_TUNED.replace(intra_op_threads=1), target)
+    assert any("torch.set_num_threads(1)" in note for note in doc["notes"])
+    assert not any("set_num_threads" in note for note in exported(tmp_path, CPU_TUNED, target)["notes"])

@@ -331,3 +331,12 @@ def test_ddp_wraps_the_checkpointed_model_inside_compile() -> None:
         assert isinstance(ddp, DistributedDataParallel) and ddp.module is model
     finally:
         dist.destroy_process_group()
+
+
+def test_the_step_runs_on_the_configs_intra_op_threads(tiny_step: Any) -> None:
+    before = torch.get_num_threads()
+    try:
+        tiny_step(TrainConfig(batch_size=8, intra_op_threads=1))
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

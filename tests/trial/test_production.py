@@ -231,3 +231,15 @@ def test_ddp_kwargs_and_a_ddp_wrapped_model() -> None:
         assert model.weight.grad is not None
     finally:
         dist.destroy_process_group()
+
+
+def test_load_config_sets_the_threads_the_trial_ran_with(tmp_path: Path) -> None:
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        load_config(best_yaml(tmp_path, TrainConfig(batch_size=8)))
+        assert torch.get_num_threads() == 2  # not searched: PyTorch's own, untouched
+        tuned = load_config(best_yaml(tmp_path, TrainConfig(batch_size=8, intra_op_threads=1)))
+        assert tuned.intra_op_threads == 1 and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

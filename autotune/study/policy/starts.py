@@ -72,9 +72,9 @@ def initial_starts(space: SearchSpace, adapter: type[Adapter], *, device: str, c
 
 def diagnosed_recipe(space: SearchSpace, recipe: TrainConfig, baseline: TrialRecord, *,
                      device: str, cpus: int | None = None) -> TrainConfig:
-    """The hand recipe as the baseline's diagnosis points it: the free cores loading when the
-    baseline is input-bound (with the baseline's dtype on a GPU: no dtype trial while the
-    loader is the limit); the largest batch when it is compute-bound (the device is used better
+    """The hand recipe as the baseline's diagnosis points it: the free cores loading, eager,
+    when the baseline is input-bound (with the baseline's dtype on a GPU: no dtype trial while
+    the loader is the limit); the largest batch when it is compute-bound (the device is used better
     the more it is given) or overhead-bound (a launch-bound step takes about as long at any
     batch), with CUDA graphs when overhead-bound and compiled (on a GPU the recipe is eager:
     they come once the eager trials lead). Each is a step the ladder would take
@@ -86,7 +86,11 @@ def diagnosed_recipe(space: SearchSpace, recipe: TrainConfig, baseline: TrialRec
     if verdict is Verdict.INPUT:
         workers = _free_workers(space, cpus)
         dtype = space.baseline.amp_dtype if device == "cuda" else recipe.amp_dtype
-        more = space.changed(recipe, num_workers=max(workers, recipe.num_workers), amp_dtype=dtype)
+        # Eager: compiling the model buys nothing while the loader is the limit (a compile on
+        # a CPU costs 20-30 s of a quick start's 140).
+        more = space.changed(recipe, num_workers=max(workers, recipe.num_workers), amp_dtype=dtype,
+                             compile="none")
+        more = _threads_beside(space, more, cpus) or more
         return more if space.holds(more) else recipe
     if verdict not in (Verdict.COMPUTE, Verdict.OVERHEAD):
         return recipe
@@ -168,11 +172,27 @@ def _loader_climb(space: SearchSpace, config: TrainConfig, best: TrialRecord,
     prefetch = max((p for p in space.values("prefetch_factor") if p), default=None)
     if prefetch and (config.prefetch_factor or 2) < prefetch and config.num_workers:
         climb.append(config.replace(prefetch_factor=prefetch))
+    threads = _threads_beside(space, config, cpus)
+    if threads is not None:
+        climb.append(threads)
     diagnosis = best.result.diagnosis if best.result is not None else None
     busy = diagnosis.cpu_busy_fraction if diagnosis is not None else None
     if free <= config.num_workers < most and (busy is None or busy < CPU_HEADROOM):
         climb.append(space.changed(config, num_workers=most))
     return climb
+
+
+def _threads_beside(space: SearchSpace, config: TrainConfig, cpus: int | None
+                    ) -> TrainConfig | None:
+    """`config` with the training process's intra-op threads on the cores its loader workers
+    leave (at least one), when the space searches them and that is a change. PyTorch starts a
+    thread per core, and each competes with a worker for it: an augmenting loader on a 2-core
+    host ran 5.5k images/s with two workers and one thread, 4.2k with two threads (the
+    loader in the training process: 3.2k; torch 2.13, 2026-11-25)."""
+    if cpus is None or config.num_workers == 0 or len(space.values("intra_op_threads")) < 2:
+        return None
+    threads = space.changed(config, intra_op_threads=max(1, cpus - config.num_workers))
+    return threads if threads != config and space.holds(threads) else None
 
 
 def _most_workers(space: SearchSpace) -> int:

@@ -177,11 +177,16 @@ class SearchSpace:
                 continue
             options = self.values(knob.name)
             value = wanted[knob.name]
+            # The nearest number; a null among the options (PyTorch's default) is not a number.
+            numbers = [o for o in options if o is not None]
             if value in options:
                 values[knob.name] = value
-            elif isinstance(value, (int, float)) and not isinstance(value, bool) and all(
-                    isinstance(o, (int, float)) and not isinstance(o, bool) for o in options):
-                values[knob.name] = min(options, key=lambda o: (abs(o - value), -o))
+            elif _number(value) and numbers and all(_number(o) for o in numbers):
+                values[knob.name] = min(numbers, key=lambda o: (abs(o - value), -o))
             else:
                 values[knob.name] = options[0]
         return self._finish(values)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -90,7 +90,7 @@ HAND = TrainConfig(batch_size=8, num_workers=2, prefetch_factor=4, persistent_wo
 
 @pytest.mark.parametrize(("verdict", "expected"), [
     (Verdict.COMPUTE, HAND.replace(batch_size=64)),  # the largest batch at once
-    (Verdict.INPUT, HAND.replace(num_workers=4)),  # every core loading
+    (Verdict.INPUT, HAND.replace(num_workers=4, compile="none")),  # every core loading, eager
     (None, HAND),  # not diagnosed: the hand recipe as it is
 ])
 def test_the_recipe_takes_the_step_the_baselines_diagnosis_points_at(
@@ -273,3 +273,30 @@ def test_enqueued_starts_are_asked_first_with_their_roles_and_only_once() -> Non
     assert asked == starts
     enqueue(study, space, starts)  # done: not again
     assert not [t for t in study.get_trials() if t.state == TrialState.WAITING]
+
+
+THREADS_SPACE = {**CPU_SPACE, "intra_op_threads": {"choices": [None, 1, 2, 4]}}
+
+
+def test_an_input_bound_step_puts_the_training_threads_on_the_cores_the_workers_leave() -> None:
+    space = space_of(THREADS_SPACE)
+    baseline = done(0, TrainConfig(batch_size=8), Verdict.INPUT, role="baseline")
+    # 4 CPUs, 3 workers (the free cores loading): one thread for the step.
+    assert diagnosed_recipe(space, HAND, baseline, device="cpu", cpus=4) == \
+        HAND.replace(num_workers=3, intra_op_threads=1, compile="none")
+    # The climb from a best with 2 workers on 4 CPUs: 2 threads, beside the other steps.
+    best = done(1, RECIPE, Verdict.INPUT)
+    climb = configs(follow_ups(space, best, best, device="cpu", cpus=4))
+    assert RECIPE.replace(intra_op_threads=2) in climb
+    # Unknown CPUs, or a space without the knob: the threads stay PyTorch's.
+    assert all(c.intra_op_threads is None for c in configs(follow_ups(space, best, best,
+                                                                      device="cpu")))
+    assert diagnosed_recipe(space_of(CPU_SPACE), HAND, baseline, device="cpu",
+                            cpus=4).intra_op_threads is None
+
+
+def test_a_number_projects_to_the_nearest_number_beside_a_null_choice() -> None:
+    space = space_of(THREADS_SPACE)
+    assert space.changed(RECIPE, intra_op_threads=3).intra_op_threads == 4
+    assert space.changed(RECIPE, intra_op_threads=1).intra_op_threads == 1
+    assert space.changed(RECIPE, intra_op_threads=None).intra_op_threads is None
