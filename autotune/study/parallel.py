@@ -22,7 +22,7 @@ from autotune.contract.errors import InputError
 from autotune.contract.events import TrialEvent
 from autotune.contract.result import Status, TrialResult
 from autotune.study.confirmation.phase import ConfirmPhase
-from autotune.study.confirmation.rounds import CONFIRM_SHARE, estimate_seconds
+from autotune.study.confirmation.budget import reserve_seconds
 from autotune.study.execution.protocol import Runner
 from autotune.study.execution.slots import Job, Slots
 from autotune.study.objective import Objective, Outcome
@@ -140,11 +140,9 @@ class SlotLoop:
             if deadline is not None:
                 # Keep what confirming the current leaders will take.
                 first, later, gap = self.confirmation.costs()
-                reserve = estimate_seconds(self.confirmation.candidates(), s.confirm_repeats,
-                                           measure_gap_seconds=gap, start_seconds=first,
-                                           later_start_seconds=later)
-                if s.timeout is not None:  # the search keeps most of the budget; confirmation
-                    reserve = min(reserve, CONFIRM_SHARE * s.timeout)  # adapts to what is left
+                reserve = reserve_seconds(self.confirmation.candidates(), s.confirm_repeats,
+                                          timeout=s.timeout, measure_gap_seconds=gap,
+                                          start_seconds=first, later_start_seconds=later)
                 remaining = deadline - self.clock() - reserve
                 if remaining < MIN_TRIAL_SECONDS:
                     return

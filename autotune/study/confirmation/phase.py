@@ -17,15 +17,17 @@ import optuna
 
 from autotune.contract.request import MeasureSettings
 from autotune.contract.result import TrialResult
-from autotune.study.confirmation.rounds import (
+from autotune.study.confirmation.budget import (
     FRESH_PROCESS_SECONDS,
-    Candidate,
-    candidates,
     fit_to_time,
-    record_confirmation,
-    run_confirmation,
     run_seconds,
     start_costs,
+)
+from autotune.study.confirmation.rounds import (
+    Candidate,
+    candidates,
+    record_confirmation,
+    run_confirmation,
 )
 from autotune.study.execution.protocol import Runner
 from autotune.study.space.bound import SearchSpace

@@ -30,8 +30,7 @@ from autotune.study.store import records, study_attrs
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 from autotune.study.store.study_attrs import ConfirmationEntry
 
-__all__ = ["CONFIRM_SHARE", "Candidate", "candidates", "estimate_seconds", "fit_to_time",
-           "record_confirmation", "run_confirmation", "run_seconds", "start_costs"]
+__all__ = ["Candidate", "candidates", "record_confirmation", "run_confirmation"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -77,81 +76,6 @@ def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
 
 # A confirmation run is not started with less than this left of the study's budget.
 MIN_RUN_SECONDS = 10.0
-# A fresh confirmation process pays what a forked search trial did not: the torch and adapter
-# imports and the dataset build, and a compile from the warm persistent cache instead of the
-# trial's cold one. The start-up is measured once the fork server has started (its own
-# start-up is those imports and that build); until then, what it took on the H100 host (2.9 s
-# + 3.5-6 s, and the compile imports). A run started one run ahead (`study.spare`) pays what
-# of its start-up the run before it left to do: at most SPARE_PROCESS_SECONDS, planned. A
-# compiled config pays its compile again, from the cache: at most WARM_COMPILE_SECONDS (GPT-2
-# small on the H100: 4.0-4.5 s in its confirmation runs).
-FRESH_PROCESS_SECONDS = 12.0
-SPARE_PROCESS_SECONDS = 4.0
-WARM_COMPILE_SECONDS = 4.5
-CONFIRM_SHARE = 1 / 3
-"""At most this share of `--timeout` is held back from the search for confirming: on a noisy
-2-CPU VM, whose runs time their whole budget, the estimate held back 125 of 150 s and the
-search ran 3 trials; the confirmation's rounds adapt to whatever is left."""
-
-
-def start_costs(search_runner: Runner, confirm_runner: Runner) -> tuple[float, float]:
-    """The start-up seconds a confirmation's first run and each later run pay: the search
-    runner's measured start-up (`start_seconds`, else FRESH_PROCESS_SECONDS), and for later
-    runs of a runner that starts them ahead (`starts_ahead`) at most SPARE_PROCESS_SECONDS."""
-    start = search_runner.start_seconds or FRESH_PROCESS_SECONDS
-    ahead = confirm_runner.starts_ahead
-    return start, min(start, SPARE_PROCESS_SECONDS) if ahead else start
-
-
-def estimate_seconds(cands: Sequence[Candidate], repeats: int, *,
-                     measure_gap_seconds: float = 0.0,
-                     start_seconds: float = FRESH_PROCESS_SECONDS,
-                     later_start_seconds: float | None = None) -> float:
-    """What confirming these will likely take: a first round of every candidate, then
-    `repeats - 1` more of the two leaders by the search (the others are usually dropped as
-    clearly behind). Each run is as long as its trial without the trial's compile (a compiled
-    config's warm one back: `WARM_COMPILE_SECONDS` at most), plus a
-    fresh process's start-up (`start_seconds` for the first run, `later_start_seconds` for
-    each later one: the same unless they start ahead) and the longer measurement of a
-    confirmation: `measure_gap_seconds` (confirmation's budget less the search's) for a config
-    whose search windows did not converge, half of it for one whose did."""
-    later = start_seconds if later_start_seconds is None else later_start_seconds
-
-    def cost(c: Candidate) -> float:
-        return run_seconds(c, measure_gap_seconds=measure_gap_seconds, start_seconds=later)
-
-    leaders = sorted((c for c in cands if not c.baseline), key=lambda c: -c.search_throughput)[:2]
-    if not leaders:
-        return 0.0  # the baseline alone is never confirmed: nothing to hold back yet
-    return (start_seconds - later + sum(map(cost, cands))
-            + (repeats - 1) * sum(map(cost, leaders)))
-
-
-def run_seconds(c: Candidate, *, measure_gap_seconds: float, start_seconds: float) -> float:
-    """One fresh run of `c`, planned: its trial without the trial's compile (a compiled
-    config's warm one back, `WARM_COMPILE_SECONDS` at most), a process's start-up, and the
-    confirmation's longer measurement (all of `measure_gap_seconds` for a config whose search
-    windows did not converge, half of it for one whose did)."""
-    gap = measure_gap_seconds if not c.converged else measure_gap_seconds / 2
-    warm = min(c.compile_seconds, WARM_COMPILE_SECONDS) if c.config.compile != "none" else 0.0
-    return max(c.duration_seconds - c.compile_seconds, 0.0) + warm + start_seconds + gap
-
-
-def fit_to_time(cands: Sequence[Candidate], seconds: float,
-                run: Callable[[Candidate], float]) -> list[Candidate]:
-    """The candidates a confirmation of `seconds` can decide between: a first round of each
-    and a second run of the leader by the search, as `run` plans them. Drops the slowest by
-    the search (never the baseline, nor the leader) until that fits. Where every candidate
-    fits only one run, none gets a second and no lead can be called: an H100 ResNet search
-    confirmed its 3 leaders and the baseline once each in 162 s and ended `confidence low`."""
-    kept = list(cands)
-    while True:
-        others = sorted((c for c in kept if not c.baseline), key=lambda c: -c.search_throughput)
-        if len(others) <= 1 or sum(map(run, kept)) + run(others[0]) <= seconds:
-            return kept
-        kept.remove(others[-1])
-
-
 def run_confirmation(
     cands: Sequence[Candidate],
     *,

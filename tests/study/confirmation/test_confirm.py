@@ -20,17 +20,20 @@ from autotune.contract.result import Diagnosis, Verdict
 from autotune.outputs.best import best_document
 from autotune.outputs.display import QuietListener
 from autotune.outputs.report import write_outputs
-from autotune.study.confirmation.rounds import (
+from autotune.study.confirmation.budget import (
     FRESH_PROCESS_SECONDS,
     SPARE_PROCESS_SECONDS,
     WARM_COMPILE_SECONDS,
-    Candidate,
-    candidates,
     estimate_seconds,
     fit_to_time,
+    reserve_seconds,
     run_seconds,
-    run_confirmation,
     start_costs,
+)
+from autotune.study.confirmation.rounds import (
+    Candidate,
+    candidates,
+    run_confirmation,
 )
 from autotune.study.confirmation.winner import pick_winner
 from autotune.study.execution.protocol import RunnerBase
@@ -140,6 +143,24 @@ def test_start_costs_follow_the_measured_start_up_and_the_runner() -> None:
     assert start_costs(forked, Ahead()) == (2.5, 2.5)  # never more than the whole start-up
     forked.start_seconds = 14.0
     assert start_costs(forked, Ahead()) == (14.0, SPARE_PROCESS_SECONDS)
+
+
+def test_the_reserve_keeps_two_runs_of_the_leader_when_a_third_of_the_budget_does_not(
+        trials: list[TrialRecord]) -> None:
+    cands = candidates(trials, 2)  # trials of 20, 12 and 5 (the baseline) seconds, no compile
+    run = [20.0 + FRESH_PROCESS_SECONDS, 12.0 + FRESH_PROCESS_SECONDS, 5.0 + FRESH_PROCESS_SECONDS]
+    plan = {"measure_gap_seconds": 0.0, "start_seconds": FRESH_PROCESS_SECONDS,
+            "later_start_seconds": FRESH_PROCESS_SECONDS}
+    full = estimate_seconds(cands, 3)
+    assert reserve_seconds(cands, 3, timeout=None, **plan) == full  # no budget: all of it
+    assert reserve_seconds(cands, 3, timeout=10 * full, **plan) == full  # it fits a third
+    two_runs = 2 * run[0] + run[2]  # the leader twice, the baseline once
+    # A third of 200 s is 67 s, less than two runs of the leader and one of the baseline (81 s).
+    assert reserve_seconds(cands, 3, timeout=200.0, **plan) == pytest.approx(two_runs)
+    # ... which is held back up to half the budget, never more.
+    assert reserve_seconds(cands, 3, timeout=100.0, **plan) == pytest.approx(50.0)
+    # Without a leader (the baseline alone) nothing is held back.
+    assert reserve_seconds([c for c in cands if c.baseline], 3, timeout=100.0, **plan) == 0.0
 
 
 def test_estimate_seconds(trials: list[TrialRecord]) -> None:
