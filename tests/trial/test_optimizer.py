@@ -3,11 +3,17 @@ hyperparameters; left as built, with the reason, where the class has no such fla
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
 
+from autotune import TrainConfig, load_adapter
+from autotune.trial.compose import compose
 from autotune.trial.features.optimizer import apply_optimizer_impl
+
+CPU = torch.device("cpu")
 
 
 def grouped_sgd() -> torch.optim.SGD:
@@ -65,3 +71,15 @@ def test_a_rebuild_pytorch_refuses_is_the_configs_error() -> None:
     adam = torch.optim.Adam(nn.Linear(3, 2).parameters(), differentiable=True)
     with pytest.raises(RuntimeError, match=r"optimizer_impl=fused: Adam\(fused=True\) refused"):
         apply_optimizer_impl(adam, "fused")
+
+
+def test_the_step_trains_with_the_rebuilt_optimizer(tiny_adapter: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    step = compose(load_adapter(tiny_adapter)(), TrainConfig(batch_size=8,
+                                                             optimizer_impl="fused"), CPU)
+    try:
+        assert step.optimizer.param_groups[0]["fused"] is True  # the adapter's SGD, rebuilt
+        step()
+        assert step.finite() and capsys.readouterr().err == ""
+    finally:
+        step.close()
