@@ -4,7 +4,9 @@ Synthetic uint8 images sit in memory; every read crops at a random scale and res
 blurs and normalizes one image in Python on the CPU, the way a torchvision-style pipeline does.
 On a GPU the model consumes images far faster than one process can prepare them, so the
 DataLoader knobs decide the speed. Constants can be overridden by environment variables of the
-same name (e.g. RESNET_IMAGES=512) for quick runs.
+same name (e.g. RESNET_IMAGES=512) for quick runs. RESNET_AUGMENT=0 hands over a fixed center
+crop instead: the model is then the limit, the case for the kernel knobs (`channels_last` under
+AMP is in search_spaces/full.yaml and in benchmarks/measurement/knobs.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ RESNET_CROP = _const("RESNET_CROP", 128)  # training crop
 RESNET_CLASSES = _const("RESNET_CLASSES", 100)
 RESNET_BATCH = _const("RESNET_BATCH", 256)
 RESNET_WIDTH = _const("RESNET_WIDTH", 64)  # channels of the first stage
+RESNET_AUGMENT = _const("RESNET_AUGMENT", 1)  # 0: a fixed crop, no augmentation (model-bound)
 
 # ImageNet's per-channel statistics, the usual normalization constants.
 MEAN = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
@@ -46,6 +49,9 @@ class AugmentedImages(torch.utils.data.Dataset):
         return RESNET_IMAGES
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if not RESNET_AUGMENT:
+            img = self.images[i, :, :RESNET_CROP, :RESNET_CROP].float().div_(255)
+            return (img - MEAN) / STD, self.labels[i]
         # Random-resized crop: a random square of 50-100% of the side, resized to the crop size.
         # torch's RNG: DataLoader seeds it differently in every worker.
         side = int(RESNET_STORED * (0.5 + 0.5 * torch.rand(()).item()))

@@ -25,7 +25,10 @@ from autotune.contract.knobs import (
     spec_from_field,
 )
 
-__all__ = ["KNOB", "KNOBS", "TrainConfig", "describe_config", "read_config"]
+__all__ = ["KNOB", "KNOBS", "SDPA_BACKENDS", "TrainConfig", "describe_config", "read_config"]
+
+SDPA_BACKENDS = ("default", "flash", "efficient", "cudnn", "math")
+"""`sdpa_backend`'s values: PyTorch's choice, or one `torch.nn.attention.SDPBackend`."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -73,6 +76,24 @@ class TrainConfig:
     """DDP: gradients are views into the all-reduce buckets (one copy of the gradients less)."""
     static_graph: bool = knob(False, label="static_graph", ranges=False, ddp=True)
     """DDP: the set of used parameters and the graph never change between steps."""
+    # The step's kernels, as experts turn them by hand (PyTorch's performance tuning guide).
+    optimizer_impl: str = knob("default", allowed=("default", "foreach", "fused"), ranges=False,
+                               memory=True)
+    """The adapter's torch.optim optimizer rebuilt with `foreach=True` or `fused=True`, the same
+    groups and hyperparameters ("default": as the adapter built it; a class without the flag is
+    left so, with the reason in the trial's log)."""
+    memory_format: str = knob("contiguous", allowed=("contiguous", "channels_last"),
+                              ranges=False, memory=True)
+    """The model's parameters and a batch's 4-D floating tensors in this memory format (NHWC:
+    cuDNN's fast convolutions under AMP)."""
+    sdpa_backend: str = knob("default", label="sdpa", allowed=SDPA_BACKENDS, ranges=False,
+                             memory=True, cuda_only=lambda v: v in ("efficient", "cudnn"))
+    """`torch.nn.attention.sdpa_kernel` around forward and backward ("default": PyTorch's
+    choice); a backend that cannot run the step is an error. On a CPU (torch 2.13) only flash
+    and math run."""
+    cudnn_benchmark: bool = knob(False, label="cudnn_bench", ranges=False, cuda_only=bool,
+                                 memory=True)
+    """`torch.backends.cudnn.benchmark`: cuDNN times its algorithms per input shape, once."""
 
     def __post_init__(self) -> None:
         values = dataclasses.asdict(self)
@@ -131,11 +152,12 @@ class TrainConfig:
         """What a compiled step's graph depends on (None: nothing is compiled). Configs that
         differ only in loader or allocator knobs share one entry of the persistent compile
         cache: a graph compiled once in a study costs a cache hit after. (DDP's bucket size
-        splits a compiled DDP model's graph at the buckets: it counts.)"""
+        splits a compiled DDP model's graph at the buckets: it counts; so do the memory format
+        and the attention kernel, traced into the graph. The optimizer is not compiled.)"""
         if self.compile == "none":
             return None
         return (self.batch_size, self.grad_accum, self.amp_dtype, self.compile, self.checkpoint,
-                self.bucket_cap_mb)
+                self.bucket_cap_mb, self.memory_format, self.sdpa_backend)
 
     @property
     def alloc_conf(self) -> str:

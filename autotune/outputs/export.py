@@ -26,6 +26,8 @@ __all__ = ["TARGETS", "Best", "Export", "env_lines", "export_text", "loader_kwar
 
 TARGETS = ("hf", "lightning", "env")
 
+_SDPA_ENUM = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
+              "cudnn": "CUDNN_ATTENTION", "math": "MATH"}
 _LIGHTNING_PRECISION = {"fp32": "32-true", "tf32": "32-true", "bf16": "bf16-mixed",
                         "fp16": "16-mixed"}
 
@@ -108,6 +110,8 @@ def to_hf(best: Best) -> Export:
         args["dataloader_prefetch_factor"] = c.prefetch_factor  # only with workers: HF raises
     if best.device == "cpu":
         args["use_cpu"] = True  # measured on a CPU (bf16 there needs it too)
+    if c.optimizer_impl == "fused":
+        args["optim"] = "adamw_torch_fused"  # the Trainer's own AdamW, fused
     notes = []
     if 0 < c.checkpoint < 1:
         notes.append(
@@ -116,7 +120,8 @@ def to_hf(best: Best) -> Export:
             "memory, slower than measured). For the fraction, leave gradient_checkpointing off "
             "and wrap the model with autotune.load_config('best.yaml').wrap_model(model, "
             "blocks=...)")
-    return Export(arguments=args, env=best.env, notes=(*notes, *_common(best)))
+    return Export(arguments=args, env=best.env,
+                  notes=(*notes, *_kernel_notes(c, "hf"), *_common(best)))
 
 
 def to_lightning(best: Best) -> Export:
@@ -125,6 +130,8 @@ def to_lightning(best: Best) -> Export:
                             "accumulate_grad_batches": c.grad_accum}
     if best.device == "cpu":
         args["accelerator"] = "cpu"  # measured on a CPU; elsewhere Lightning's "auto" finds the GPU
+    if c.cudnn_benchmark:
+        args["benchmark"] = True  # the Trainer sets torch.backends.cudnn.benchmark
     notes = []
     if c.amp_dtype == "tf32":
         notes.append("amp_dtype=tf32: Lightning has no TF32 precision; call "
@@ -140,7 +147,36 @@ def to_lightning(best: Best) -> Export:
     notes.append("dataloader: pass these to the DataLoaders your train_dataloader() builds, "
                  "beside your dataset, sampler or shuffle and collate_fn")
     return Export(arguments=args, dataloader=loader_kwargs(c), env=best.env,
-                  notes=(*notes, *_common(best)))
+                  notes=(*notes, *_kernel_notes(c, "lightning"), *_common(best)))
+
+
+def _kernel_notes(c: TrainConfig, target: str) -> list[str]:
+    """What to do for the kernel knobs the target has no argument for."""
+    notes = []
+    if c.optimizer_impl == "fused" and target == "hf":
+        notes.append("optimizer_impl=fused: optim=adamw_torch_fused is the Trainer's AdamW; an "
+                     "optimizer of your own: build it with fused=True")
+    elif c.optimizer_impl != "default":
+        notes.append(f"optimizer_impl={c.optimizer_impl}: build your torch.optim optimizer with "
+                     f"{c.optimizer_impl}=True"
+                     + (" in configure_optimizers" if target == "lightning" else
+                        " and pass it as optimizers=(optimizer, None)"))
+    if c.memory_format == "channels_last":
+        where = "the LightningModule's on_after_batch_transfer" if target == "lightning" \
+            else "a data collator"
+        notes.append("memory_format=channels_last: model = model.to(memory_format="
+                     "torch.channels_last), and each 4-D input x.contiguous(memory_format="
+                     f"torch.channels_last) on the device (in {where})")
+    if c.sdpa_backend != "default":
+        notes.append(f"sdpa_backend={c.sdpa_backend}: run the training steps inside "
+                     "torch.nn.attention.sdpa_kernel(SDPBackend."
+                     f"{_SDPA_ENUM[c.sdpa_backend]}) (autotune.load_config('best.yaml')."
+                     "sdpa_kernel()), or enable only it process-wide before training with "
+                     "torch.backends.cuda.enable_{flash,mem_efficient,cudnn,math}_sdp")
+    if c.cudnn_benchmark and target == "hf":
+        notes.append("cudnn_benchmark: set torch.backends.cudnn.benchmark = True before "
+                     "trainer.train()")
+    return notes
 
 
 def _common(best: Best) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -18,9 +19,13 @@ from autotune.trial.blame import blame, blaming, check_loss
 from autotune.trial.features.amp import apply_amp, set_matmul_precision
 from autotune.trial.features.checkpoint import apply_checkpoint, disable_kv_cache
 from autotune.trial.features.compile import apply_compile, compiled_dynamic
+from autotune.trial.features.cudnn import apply_cudnn_benchmark
 from autotune.trial.features.dataloader import build_loader, to_device
 from autotune.trial.features.ddp import no_sync
 from autotune.trial.features.threads import apply_threads
+from autotune.trial.features.memory_format import apply_memory_format, batch_format
+from autotune.trial.features.optimizer import apply_optimizer_impl
+from autotune.trial.features.sdpa import apply_sdpa
 from autotune.trial.shapes import ShapeLog, signature
 from autotune.trial.warmup import StepResult
 
@@ -39,6 +44,8 @@ def apply_model_features(
     checkpoint: float,
     compile: str,
     ddp: Callable[[torch.nn.Module], torch.nn.Module] | None = None,
+    memory_format: str = "contiguous",
+    cudnn_benchmark: bool = False,
 ) -> tuple[torch.nn.Module, int]:
     """Apply the model-side knobs in the one right order; return the module to call in
     training and how many blocks were checkpointed. The trials and production
@@ -46,8 +53,13 @@ def apply_model_features(
     `ddp` wraps the model for data-parallel training (`features.ddp.apply_ddp` with the DDP
     knobs), or None in a single process.
     """
-    # 1. Precision first: compile bakes the fp32 matmul precision into its kernels.
+    # 0. The memory format first: DDP's buckets and compile's graph take the parameters'
+    #    strides as they find them. In place: an optimizer built before keeps its parameters.
+    model = apply_memory_format(model, memory_format)
+    # 1. Precision first: compile bakes the fp32 matmul precision into its kernels (and cuDNN's
+    #    benchmark mode, process-wide as well, beside it).
     set_matmul_precision(amp_dtype)
+    apply_cudnn_benchmark(cudnn_benchmark)
     # 2. Checkpoint before compile, so the compiled graph is the checkpointed one (compiling
     #    first would capture the unwrapped forward and save every activation).
     wrapped = apply_checkpoint(blocks, checkpoint)
@@ -96,12 +108,19 @@ class TrainStep:
         # Move to the device before building the optimizer, so its state lives there too.
         self.model = model.to(device)
         with blaming("optimizer(model)"):
-            self.optimizer = adapter.optimizer(self.model)
+            optimizer = adapter.optimizer(self.model)
+        # Rebuilt before any step: no state to lose. Left as built: said in the trial's log.
+        self.optimizer, note = apply_optimizer_impl(optimizer, config.optimizer_impl)
+        if note:
+            print(f"autotune: {note}", file=sys.stderr)
         with blaming("blocks(model)"):
             blocks = adapter.blocks(model)
         self.forward_model, self.blocks_checkpointed = apply_model_features(
             self.model, blocks, amp_dtype=config.amp_dtype,
-            checkpoint=config.checkpoint, compile=config.compile, ddp=ddp)
+            checkpoint=config.checkpoint, compile=config.compile, ddp=ddp,
+            memory_format=config.memory_format, cudnn_benchmark=config.cudnn_benchmark)
+        self._batch_format = batch_format(config.memory_format)
+        self._kernels = apply_sdpa(config.sdpa_backend)  # around each forward and backward
         # The DDP module (under compile's wrapper, if any): accumulating micro-batches skip
         # its all-reduce but the last (`no_sync`).
         self._ddp = getattr(self.forward_model, "_orig_mod", self.forward_model) if ddp else None
@@ -193,16 +212,24 @@ class TrainStep:
             t0 = self.clock()
             batch, n = self.next_batch()
             wait += self.clock() - t0
-            batch = to_device(batch, self.device, non_blocking=self.config.pin_memory)
+            batch = self.to_device(batch, non_blocking=self.config.pin_memory)
             items += n
             self._micro_step(batch, accum, last=i == accum - 1)
         self.optimizer_step()
         return StepResult(items=items, data_wait=wait)
 
+    def to_device(self, batch: Any, *, non_blocking: bool) -> Any:
+        """A CPU batch on the device, its 4-D floating tensors in the config's memory format."""
+        return to_device(batch, self.device, non_blocking, self._batch_format)
+
     def micro_step(self, batch: Any, accum: int) -> None:
         """Forward and backward of one micro-batch already on the device."""
         if self._mark_cudagraph_step:
             torch.compiler.cudagraph_mark_step_begin()
+        with self._kernels:  # a forced attention kernel that cannot run: the config's error
+            self._forward_backward(batch, accum)
+
+    def _forward_backward(self, batch: Any, accum: int) -> None:
         try:
             with self.amp.autocast():
                 loss = self.adapter.loss(self.forward_model, batch)

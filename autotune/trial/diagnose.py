@@ -207,10 +207,8 @@ def loader_rate(
 def compute_rate(step: TrainStep, *, seconds: float, clock: Callable[[], float],
                  min_steps: int = 3) -> float:
     """Units/s of full optimizer steps on one batch kept on the device (no loader)."""
-    from autotune.trial.features.dataloader import to_device
-
     batch, n = step.next_batch()
-    batch = to_device(batch, step.device, non_blocking=False)
+    batch = step.to_device(batch, non_blocking=False)
     accum = step.config.grad_accum
     step.resident_step(batch)
     step.sync()
@@ -233,10 +231,8 @@ def gpu_busy_fraction(step: TrainStep, steps: int = 3) -> float | None:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    from autotune.trial.features.dataloader import to_device
-
     batch, _ = step.next_batch()
-    batch = to_device(batch, step.device, non_blocking=False)
+    batch = step.to_device(batch, non_blocking=False)
     step.sync()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         t0 = time.perf_counter()

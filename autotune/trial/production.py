@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,36 @@ class TunedConfig:
 
         return grad_scaler(self.config.amp_dtype, device_type or self.device)
 
+    def sdpa_kernel(self) -> contextlib.AbstractContextManager[Any]:
+        """The attention-kernel context to run forward and backward in (`sdpa_backend`; a no-op
+        for PyTorch's own choice)."""
+        from autotune.trial.features.sdpa import apply_sdpa
+
+        return apply_sdpa(self.config.sdpa_backend)
+
+    def optimizer(self, optimizer: Any) -> Any:
+        """Your optimizer rebuilt as measured (`optimizer_impl`: foreach or fused, the same
+        groups); call it before the first step and before attaching an LR scheduler. A class
+        without the flag comes back as built, with a warning saying why."""
+        from autotune.trial.features.optimizer import apply_optimizer_impl
+
+        rebuilt, note = apply_optimizer_impl(optimizer, self.config.optimizer_impl)
+        if note:
+            warnings.warn(f"autotune: {note}", stacklevel=2)
+        return rebuilt
+
+    def to_device(self, batch: Any, device: str | torch.device | None = None) -> Any:
+        """A CPU batch moved as the trials moved it: `non_blocking` when pinned, its 4-D
+        floating tensors in the measured memory format (any nesting of tensors, mappings,
+        tuples, lists, dataclasses, or objects with `.to`)."""
+        import torch
+
+        from autotune.trial.features.dataloader import to_device
+        from autotune.trial.features.memory_format import batch_format
+
+        return to_device(batch, torch.device(device or self.device), self.config.pin_memory,
+                         batch_format(self.config.memory_format))
+
     def load_compile_artifacts(self) -> bool:
         """Load the search's compiled artifacts (`torch.compiler.load_cache_artifacts`), so the
         first production step does not compile from scratch; call before the first forward.
@@ -83,10 +114,11 @@ class TunedConfig:
         self, model: torch.nn.Module, blocks: Sequence[torch.nn.Module] = (), *,
         ddp: bool = False,
     ) -> torch.nn.Module:
-        """Set the matmul precision, checkpoint `blocks`, wrap in DDP (`ddp=True`: over the
-        initialized process group, with the DDP knobs, the model already on this rank's
-        device), then compile: returns the module to call in training, built in the same
-        order the trials measured."""
+        """Put the model in the measured memory format, set the matmul precision and cuDNN's
+        benchmark mode, checkpoint `blocks`, wrap in DDP (`ddp=True`: over the initialized
+        process group, with the DDP knobs, the model already on this rank's device), then
+        compile: returns the module to call in training, built in the same order the trials
+        measured."""
         from autotune.trial.compose import apply_model_features
         from autotune.trial.features.ddp import apply_ddp
 
@@ -96,7 +128,8 @@ class TunedConfig:
 
         wrapped, _ = apply_model_features(
             model, blocks, amp_dtype=self.config.amp_dtype, checkpoint=self.config.checkpoint,
-            compile=self.config.compile, ddp=wrap if ddp else None)
+            compile=self.config.compile, ddp=wrap if ddp else None,
+            memory_format=self.config.memory_format, cudnn_benchmark=self.config.cudnn_benchmark)
         return wrapped
 
 

@@ -54,6 +54,9 @@ def test_defaults_are_pytorchs() -> None:
         "checkpoint": 0.0, "expandable_segments": False, "max_split_size_mb": None,
         # DistributedDataParallel's own defaults.
         "bucket_cap_mb": None, "gradient_as_bucket_view": False, "static_graph": False,
+        # The step's kernels as PyTorch picks them.
+        "optimizer_impl": "default", "memory_format": "contiguous", "sdpa_backend": "default",
+        "cudnn_benchmark": False,
     }
 
 

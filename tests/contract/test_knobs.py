@@ -36,8 +36,10 @@ def test_kinds_come_from_the_annotations() -> None:
     assert kinds == {
         "batch_size": int, "grad_accum": int, "num_workers": int, "prefetch_factor": int,
         "pin_memory": bool, "persistent_workers": bool, "intra_op_threads": int,
-        "amp_dtype": str, "compile": str, "checkpoint": float, "expandable_segments": bool, "max_split_size_mb": int,
+        "amp_dtype": str, "compile": str, "checkpoint": float, "expandable_segments": bool,
+        "max_split_size_mb": int,
         "bucket_cap_mb": int, "gradient_as_bucket_view": bool, "static_graph": bool,
+        "optimizer_impl": str, "memory_format": str, "sdpa_backend": str, "cudnn_benchmark": bool,
     }
 
 
@@ -62,8 +64,12 @@ def test_allowed_values_and_bounds() -> None:
 def test_memory_knobs_are_the_oom_walls_coordinates() -> None:
     memory = {spec.name for spec in KNOBS if spec.memory}
     # Gradients as bucket views drop one copy of the gradients (DDP's docstring).
+    # The kernels' knobs too: foreach keeps temporaries of every parameter, the math attention
+    # kernel materializes the attention matrix, cuDNN's benchmark may pick algorithms with
+    # workspaces, a layout converts activations: an OOM under one value implies nothing of another.
     assert memory == {"batch_size", "amp_dtype", "compile", "checkpoint", "expandable_segments",
-                      "max_split_size_mb", "gradient_as_bucket_view"}
+                      "max_split_size_mb", "gradient_as_bucket_view", "optimizer_impl",
+                      "memory_format", "sdpa_backend", "cudnn_benchmark"}
 
 
 def test_ddp_knobs_are_marked_and_default_to_ddps_own() -> None:
@@ -88,6 +94,12 @@ def test_cuda_only_values() -> None:
     assert not cuda_only("amp_dtype", "bf16") and not cuda_only("amp_dtype", "fp32")
     assert cuda_only("max_split_size_mb", 128) and not cuda_only("max_split_size_mb", None)
     assert cuda_only("expandable_segments", True)
+    # torch 2.13 on a CPU runs the flash and math attention kernels, not efficient nor cuDNN's.
+    assert [b for b in KNOB["sdpa_backend"].allowed if cuda_only("sdpa_backend", b)] == \
+        ["efficient", "cudnn"]
+    assert cuda_only("cudnn_benchmark", True)
+    assert not any(cuda_only(name, v) for name in ("optimizer_impl", "memory_format")
+                   for v in KNOB[name].allowed)
     assert not any(spec.cuda_only(spec.default) for spec in KNOBS)  # the defaults run anywhere
 
 
@@ -195,6 +207,13 @@ def test_describe_shows_the_batch_the_dtype_and_what_differs() -> None:
     assert FULL.describe() == ("bs=64 accum=2 workers=3 prefetch=4 pin persistent bf16 "
                                "compile=max-autotune ckpt=0.5 expandable split_mb=512")
     assert describe_config(FULL) == FULL.describe()
+
+
+def test_describe_labels_the_kernel_knobs_short() -> None:
+    config = TrainConfig(batch_size=8, optimizer_impl="fused", memory_format="channels_last",
+                         sdpa_backend="flash", cudnn_benchmark=True)
+    assert config.describe() == "bs=8 fp32 fused channels_last sdpa=flash cudnn_bench"
+    assert TrainConfig(batch_size=8, optimizer_impl="foreach").describe() == "bs=8 fp32 foreach"
 
 
 # -- baseline ------------------------------------------------------------------------------------------

@@ -22,8 +22,10 @@ CPU_TUNED = TrainConfig(batch_size=16, grad_accum=2, num_workers=2, prefetch_fac
 CUDA_TUNED = TrainConfig(batch_size=64, num_workers=8, prefetch_factor=2, pin_memory=True,
                          persistent_workers=True, amp_dtype="fp16", compile="reduce-overhead",
                          checkpoint=0.5, expandable_segments=True, max_split_size_mb=512)
+KERNELS = TrainConfig(batch_size=32, optimizer_impl="fused", memory_format="channels_last",
+                      sdpa_backend="flash", cudnn_benchmark=True)
 CONFIGS = [TrainConfig(batch_size=32), CPU_TUNED, CUDA_TUNED,
-           TrainConfig(batch_size=8, grad_accum=4, amp_dtype="tf32", checkpoint=1.0)]
+           TrainConfig(batch_size=8, grad_accum=4, amp_dtype="tf32", checkpoint=1.0), KERNELS]
 
 
 def write_best(tmp_path: Path, config: TrainConfig, device: str | None = "cpu",
@@ -92,7 +94,7 @@ def test_hf_tf32_and_prefetching_only_with_workers() -> None:
     assert "tf32" not in to_hf(Best(config=TrainConfig(batch_size=8))).arguments
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=["baseline", "cpu", "cuda", "tf32"])
+@pytest.mark.parametrize("config", CONFIGS, ids=["baseline", "cpu", "cuda", "tf32", "kernels"])
 def test_training_arguments_accept_the_export(tmp_path: Path, config: TrainConfig) -> None:
     transformers = need("transformers")
     need("accelerate")  # TrainingArguments needs it with PyTorch
@@ -109,6 +111,8 @@ def test_training_arguments_accept_the_export(tmp_path: Path, config: TrainConfi
     assert made.dataloader_prefetch_factor == config.prefetch_factor
     assert made.gradient_checkpointing == (config.checkpoint > 0)
     assert made.torch_compile == (config.compile != "none")
+    if config.optimizer_impl == "fused":
+        assert made.optim.value == "adamw_torch_fused"
 
 
 # -- Lightning --------------------------------------------------------------------------------------
@@ -132,7 +136,7 @@ def test_lightning_precision(amp: str, precision: str) -> None:
     assert ("set_float32_matmul_precision('high')" in "\n".join(out.notes)) == (amp == "tf32")
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=["baseline", "cpu", "cuda", "tf32"])
+@pytest.mark.parametrize("config", CONFIGS, ids=["baseline", "cpu", "cuda", "tf32", "kernels"])
 def test_lightning_trainer_and_dataloader_accept_the_export(config: TrainConfig) -> None:
     lightning = need("lightning")
     import torch
@@ -147,10 +151,27 @@ def test_lightning_trainer_and_dataloader_accept_the_export(config: TrainConfig)
                                 enable_progress_bar=False, enable_model_summary=False)
     assert trainer.accumulate_grad_batches == config.grad_accum
     assert trainer.precision == args["precision"]
+    assert args.get("benchmark", False) == config.cudnn_benchmark
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "This DataLoader will create")  # 8 workers, 2 cores
         loader = torch.utils.data.DataLoader(list(range(64)), **(out.dataloader or {}))
     assert loader.batch_size == config.batch_size and loader.num_workers == config.num_workers
+
+
+def test_the_kernel_knobs_become_arguments_where_there_are_some_else_notes() -> None:
+    hf, pl = to_hf(Best(config=KERNELS)), to_lightning(Best(config=KERNELS))
+    assert hf.arguments["optim"] == "adamw_torch_fused" and pl.arguments["benchmark"] is True
+    hf_notes, pl_notes = "\n".join(hf.notes), "\n".join(pl.notes)
+    for notes in (hf_notes, pl_notes):
+        assert "model.to(memory_format=torch.channels_last)" in notes
+        assert "sdpa_kernel(SDPBackend.FLASH_ATTENTION)" in notes
+    assert "cudnn.benchmark = True" in hf_notes and "cudnn_benchmark" not in pl_notes  # an argument
+    assert "build it with fused=True" in hf_notes and "fused=True in configure_optimizers" in pl_notes
+    foreach = to_hf(Best(config=TrainConfig(batch_size=8, optimizer_impl="foreach")))
+    assert "optim" not in foreach.arguments and "foreach=True" in "\n".join(foreach.notes)
+    plain = TrainConfig(batch_size=8)
+    assert to_hf(Best(config=plain)).notes == () and to_lightning(Best(config=plain)).notes[0] \
+        .startswith("dataloader:")  # nothing to say of kernels left as PyTorch's
 
 
 def test_lightning_dataloader_is_what_load_config_gives() -> None:

@@ -304,7 +304,9 @@ class ScriptedStep:
     resident_step = TrainStep.resident_step
     skip_queued = TrainStep.skip_queued
     _micro_step = TrainStep._micro_step
+    to_device = TrainStep.to_device
     _ddp = None
+    _batch_format = None
 
     def sync(self) -> None:
         pass

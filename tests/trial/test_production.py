@@ -243,3 +243,38 @@ def test_load_config_sets_the_threads_the_trial_ran_with(tmp_path: Path) -> None
         assert tuned.intra_op_threads == 1 and torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+# -- the step's kernels ----------------------------------------------------------------------------------
+
+KERNELS = TunedConfig(config=TrainConfig(batch_size=8, optimizer_impl="fused",
+                                         memory_format="channels_last", sdpa_backend="math",
+                                         cudnn_benchmark=True), device="cpu")
+
+
+def test_the_optimizer_is_rebuilt_as_measured_or_comes_back_with_a_warning() -> None:
+    model = torch.nn.Linear(2, 2)
+    fused = KERNELS.optimizer(torch.optim.AdamW(model.parameters(), lr=0.01))
+    assert isinstance(fused, torch.optim.AdamW) and fused.param_groups[0]["fused"] is True
+    assert fused.param_groups[0]["lr"] == 0.01
+    rmsprop = torch.optim.RMSprop(model.parameters())
+    with pytest.warns(UserWarning, match="RMSprop.__init__ has no 'fused' argument"):
+        assert KERNELS.optimizer(rmsprop) is rmsprop
+
+
+def test_the_model_batches_and_attention_as_measured() -> None:
+    before = torch.backends.cudnn.benchmark
+    model = torch.nn.Conv2d(3, 4, 3)
+    try:
+        assert KERNELS.wrap_model(model) is model and torch.backends.cudnn.benchmark
+    finally:
+        torch.backends.cudnn.benchmark = before
+    assert model.weight.is_contiguous(memory_format=torch.channels_last)
+    x, y = KERNELS.to_device((torch.randn(2, 3, 4, 4), torch.zeros(2)))
+    assert x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
+    with KERNELS.sdpa_kernel():
+        assert torch.backends.cuda.math_sdp_enabled()
+        assert not torch.backends.cuda.flash_sdp_enabled()
+    assert torch.backends.cuda.flash_sdp_enabled()
+    plain = TunedConfig(config=TrainConfig(batch_size=8), device="cpu")
+    assert plain.to_device((torch.randn(2, 3, 4, 4),))[0].is_contiguous()

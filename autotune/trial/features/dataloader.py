@@ -100,32 +100,43 @@ def apply_dataloader(
     return DataLoader(dataset, **args, **knobs)
 
 
-def to_device(batch: Any, device: torch.device, non_blocking: bool) -> Any:
+def to_device(batch: Any, device: torch.device, non_blocking: bool,
+              memory_format: torch.memory_format | None = None) -> Any:
     """Move every tensor in a (nested) batch to `device`: tensors, objects with a
     `.to(device, non_blocking=...)` (HF `BatchEncoding`, PyG `Data`), mappings (their type kept
-    where it can be rebuilt), namedtuples, tuples, lists and dataclasses.
+    where it can be rebuilt), namedtuples, tuples, lists and dataclasses. With `memory_format`
+    (`memory_format.batch_format`), each 4-D floating tensor is put in it on the device, those
+    of a mapping moved by its own `.to` (an HF `BatchFeature`'s pixel values) too.
 
     `non_blocking` only overlaps the copy with compute when the source is pinned; with pageable
     memory the copy is synchronous whatever the flag says.
     """
+    def again(value: Any) -> Any:
+        return to_device(value, device, non_blocking, memory_format)
+
     if isinstance(batch, torch.Tensor):
-        return batch.to(device, non_blocking=non_blocking)
+        moved = batch.to(device, non_blocking=non_blocking)
+        if memory_format is not None and moved.dim() == 4 and moved.is_floating_point():
+            return moved.contiguous(memory_format=memory_format)
+        return moved
     to = getattr(batch, "to", None)
     if callable(to) and not isinstance(batch, type):
-        return to(device, non_blocking=non_blocking) if _takes_non_blocking(to) else to(device)
+        moved = to(device, non_blocking=non_blocking) if _takes_non_blocking(to) else to(device)
+        if memory_format is not None and isinstance(moved, Mapping):  # its tensors are here now
+            return _mapping(moved, {k: again(v) for k, v in moved.items()})
+        return moved
     if isinstance(batch, Mapping):
-        return _mapping(batch, {k: to_device(v, device, non_blocking) for k, v in batch.items()})
+        return _mapping(batch, {k: again(v) for k, v in batch.items()})
     if isinstance(batch, tuple):
-        moved = [to_device(v, device, non_blocking) for v in batch]
+        moved = [again(v) for v in batch]
         if hasattr(batch, "_fields"):  # namedtuple
             return type(batch)(*moved)
         return _rebuilt(batch, moved, tuple)
     if isinstance(batch, list):
-        return _rebuilt(batch, [to_device(v, device, non_blocking) for v in batch], list)
+        return _rebuilt(batch, [again(v) for v in batch], list)
     if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
         return dataclasses.replace(batch, **{
-            f.name: to_device(getattr(batch, f.name), device, non_blocking)
-            for f in dataclasses.fields(batch) if f.init})
+            f.name: again(getattr(batch, f.name)) for f in dataclasses.fields(batch) if f.init})
     return batch
 
 

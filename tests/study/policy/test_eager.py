@@ -109,6 +109,18 @@ def test_every_dtype_is_measured_eagerly_at_the_leaders_batch_in_the_priors_orde
     assert [c.amp_dtype for _, c in cpu_starts] == ["bf16", "fp32"]
 
 
+def test_the_fused_optimizer_is_measured_eagerly_after_the_dtypes_at_the_leaders_dtype() -> None:
+    space = space_of({**GPU_SPACE, "optimizer_impl": {"choices": ["default", "fused"]}})
+    starts = dtype_starts(space, EAGER, [done(1, EAGER, Verdict.COMPUTE)], device="cuda")
+    assert [c.amp_dtype for _, c in starts] == ["tf32", "fp16", "fp32", "bf16"]
+    assert starts[-1] == (f"eager: {EAGER.describe()} fused", EAGER.replace(optimizer_impl="fused"))
+    measured = [done(1, EAGER, Verdict.COMPUTE), done(2, EAGER.replace(optimizer_impl="fused"))]
+    assert all(c.optimizer_impl == "default" for _, c in dtype_starts(space, EAGER, measured,
+                                                                       device="cuda"))
+    # A space without the knob gets no such trial.
+    assert "fused" not in str(dtype_starts(space_of(GPU_SPACE), EAGER, [], device="cuda"))
+
+
 def test_the_dtype_stage_runs_once_and_waits_for_an_input_bound_loader_to_settle() -> None:
     space = space_of(GPU_SPACE)
     loader = EAGER.replace(amp_dtype="fp32", num_workers=15)

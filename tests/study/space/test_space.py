@@ -123,6 +123,18 @@ def test_builtin_spaces_load_with_the_examples(repo_root: Path, example: str, va
                        for b in sizes), (name, sizes)
 
 
+def test_kernel_knobs_of_strings_keep_their_cuda_only_values_off_a_cpu() -> None:
+    raw = {"sdpa_backend": {"choices": ["default", "flash", "efficient"]}}
+    assert "['efficient'] only mean(s) something on CUDA" in parse_error(raw, key="sdpa_backend")
+    assert "cudnn_benchmark" in parse_error({"cudnn_benchmark": {"choices": [False, True]}},
+                                            key="cudnn_benchmark")
+    cpu = load_space(find_space("cpu"), adapter=Plain, device_type="cpu", cpus=2)
+    assert cpu.values("optimizer_impl") == ("default", "foreach", "fused")
+    assert cpu.values("sdpa_backend") == ("default",)  # not searched: PyTorch's choice
+    full = load_space(find_space("full"), adapter=Plain, device_type="cuda", cpus=2)
+    assert full.values("sdpa_backend") == ("default", "flash", "efficient", "cudnn", "math")
+
+
 def test_builtin_default_space_is_refused_on_cpu() -> None:
     with pytest.raises(InputError, match="pin_memory"):
         load_space(find_space("default"), adapter=Plain, device_type="cpu", cpus=2)

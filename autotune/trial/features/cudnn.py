@@ -1,0 +1,14 @@
+"""cuDNN's benchmark mode: each convolution times cuDNN's algorithms at its first input shape
+and keeps the fastest (a first step slower by the timing; a step with shapes that keep changing
+pays it again for every new shape). Process-wide, like the matmul precision."""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["apply_cudnn_benchmark"]
+
+
+def apply_cudnn_benchmark(enabled: bool) -> None:
+    """Set `torch.backends.cudnn.benchmark` (False is PyTorch's default)."""
+    torch.backends.cudnn.benchmark = enabled

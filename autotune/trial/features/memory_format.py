@@ -1,0 +1,24 @@
+"""Memory format: NCHW (`contiguous`, PyTorch's default) or NHWC (`channels_last`).
+
+cuDNN's convolutions under AMP run fastest in NHWC; a model converted alone makes each layer
+convert its NCHW input, so a batch's 4-D floating tensors are converted too, after the copy to
+the device (`dataloader.to_device`, given `batch_format`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["apply_memory_format", "batch_format"]
+
+
+def batch_format(name: str) -> torch.memory_format | None:
+    """The format a batch's 4-D floating tensors are put in (None: left as they come)."""
+    return torch.channels_last if name == "channels_last" else None
+
+
+def apply_memory_format(model: torch.nn.Module, name: str) -> torch.nn.Module:
+    """The model with its 4-D parameters and buffers in `name`'s format, in place (the same
+    Parameter objects: an optimizer built before keeps them)."""
+    fmt = batch_format(name)
+    return model if fmt is None else model.to(memory_format=fmt)

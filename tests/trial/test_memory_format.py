@@ -1,0 +1,71 @@
+"""`memory_format`: the model's parameters and each 4-D floating tensor of a batch in NHWC
+(`channels_last`), the batch's structure kept whatever it is (CPU only)."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from autotune import TrainConfig, load_adapter
+from autotune.trial.compose import apply_model_features, compose
+from autotune.trial.features.dataloader import to_device
+from autotune.trial.features.memory_format import apply_memory_format, batch_format
+
+CPU = torch.device("cpu")
+NHWC = torch.channels_last
+
+
+def nhwc(t: torch.Tensor) -> bool:
+    return t.is_contiguous(memory_format=NHWC) and not t.is_contiguous()
+
+
+@dataclasses.dataclass(frozen=True)
+class Images:
+    pixels: torch.Tensor
+    labels: torch.Tensor
+
+
+class Feature(collections.UserDict):  # what HF's BatchFeature is: a UserDict with its own .to
+    def to(self, device: Any, *, non_blocking: bool = False) -> Feature:
+        return self
+
+
+def test_only_4d_floating_tensors_take_the_format_in_any_structure() -> None:
+    image = torch.randn(2, 3, 4, 5)
+    batch = {"pair": (image, torch.zeros(2, 3, 4, 5, dtype=torch.uint8)),
+             "images": Images(image, torch.zeros(2)), "seq": [torch.randn(2, 3, 4)],
+             "feature": Feature(pixel_values=image)}
+    moved = to_device(batch, CPU, False, batch_format("channels_last"))
+    assert nhwc(moved["pair"][0]) and moved["pair"][1].is_contiguous()  # integers: as they come
+    assert isinstance(moved["images"], Images) and nhwc(moved["images"].pixels)
+    assert moved["seq"][0].is_contiguous()  # 3-D: no such format
+    assert type(moved["feature"]) is Feature and nhwc(moved["feature"]["pixel_values"])
+    assert torch.equal(moved["pair"][0], image) and image.is_contiguous()  # the values, moved
+    assert to_device(batch, CPU, False, batch_format("contiguous"))["pair"][0].is_contiguous()
+
+
+def test_the_model_keeps_its_parameters_in_place() -> None:
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Linear(8, 2))
+    weight = model[0].weight
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    assert apply_memory_format(model, "channels_last") is model
+    assert model[0].weight is weight and nhwc(weight)  # the optimizer's parameter, converted
+    assert optimizer.param_groups[0]["params"][0] is weight
+    plain = nn.Conv2d(3, 4, 3)
+    module, _ = apply_model_features(plain, [], amp_dtype="fp32", checkpoint=0.0, compile="none")
+    assert module is plain and plain.weight.is_contiguous()  # contiguous: PyTorch's default
+
+
+def test_the_step_moves_its_batches_in_the_configs_format(tiny_adapter: Path) -> None:
+    step = compose(load_adapter(tiny_adapter)(), TrainConfig(batch_size=8,
+                                                             memory_format="channels_last"), CPU)
+    try:
+        assert nhwc(step.to_device((torch.randn(2, 3, 4, 5),), non_blocking=False)[0])
+        step()  # the tiny model has no 4-D tensor: the format changes nothing there
+    finally:
+        step.close()
