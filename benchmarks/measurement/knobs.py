@@ -131,6 +131,19 @@ def summary_of(args: argparse.Namespace, configs: list[tuple[str, TrainConfig]],
     }
 
 
+def add_mfu(summary: dict[str, Any], flops_per_item: float | None) -> None:
+    """Each config's model FLOPs utilization against the bf16 matmul rate measured here, after
+    the runs (so the ceiling's CUDA context never overlaps them)."""
+    from autotune.trial.ceiling import bf16_matmul_flops
+
+    ceiling = bf16_matmul_flops()
+    summary["bf16_matmul_tflops"] = ceiling / 1e12
+    summary["flops_per_item"] = flops_per_item
+    for c in summary["configs"]:
+        c["mfu"] = (c["median"] * flops_per_item / ceiling
+                    if c["median"] and flops_per_item else None)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--adapter", required=True)
@@ -144,19 +157,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--measure-seconds", type=float, default=20.0)
     p.add_argument("--timeout", type=float, default=300.0, help="seconds a run may take")
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--extra", type=Path, action="append", default=[],
+                   help="a whole config (YAML of knobs or best.yaml) to run beside the others, "
+                        "named by its file's stem; repeatable")
+    p.add_argument("--mfu", action="store_true",
+                   help="CUDA: after the rounds, measure the bf16 matmul ceiling in this process "
+                        "and give each config's MFU (the adapter's flops_per_item)")
     args = p.parse_args(argv)
 
     base = read_config(args.config)
     configs = configs_to_compare(base, args.knob or list(KERNEL_KNOBS), args.device)
-    unit = autotune.load_adapter(args.adapter).unit
+    configs += [(path.stem, read_config(path)) for path in args.extra]
+    adapter_cls = autotune.load_adapter(args.adapter)
+    unit = adapter_cls.unit
     runs = run_rounds(args, configs, unit)
     summary = summary_of(args, configs, runs, unit)
+    if args.mfu:
+        add_mfu(summary, adapter_cls().flops_per_item())
     print(f"KNOBS {Path(args.adapter).stem} on {summary['device']} (torch {summary['torch']}), "
           f"base {base.describe()}:")
     for c in summary["configs"]:
         median = "no ok run" if c["median"] is None else f"{c['median']:,.0f} {unit}/s"
         ratio = "" if c["ratio_to_base"] is None else f"  x{c['ratio_to_base']:.3f}"
-        print(f"  {c['name']:<28} {median}{ratio}")
+        mfu = f"  MFU {c['mfu']:.1%}" if c.get("mfu") else ""
+        print(f"  {c['name']:<28} {median}{ratio}{mfu}")
+    if args.mfu:
+        print(f"  ceiling: bf16 matmul {summary['bf16_matmul_tflops']:.0f} TFLOP/s (measured here)")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(summary, indent=1) + "\n")
