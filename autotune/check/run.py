@@ -22,6 +22,7 @@ from autotune.contract.noise import likely_cause, spread_warning
 from autotune.contract.request import MeasureSettings, TrialRequest
 from autotune.contract.result import Fingerprint, Status, TrialResult
 from autotune.contract.stats import relative_spread
+from autotune.study.confirmation.lead import DISAGREE, disagreement
 from autotune.study.execution.protocol import Runner
 from autotune.study.interrupts import on_signals
 
@@ -30,12 +31,16 @@ __all__ = ["CheckSettings", "Outcome", "noise_notes", "run_check"]
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CheckSettings:
+    """What `autotune check` is asked (its flags)."""
+
     adapter: Path
+    """The adapter file, as the change under test left it."""
     against: Path
     """best.yaml, or a baseline file."""
     measure: MeasureSettings
     """How each run is timed (a confirmation run's settings)."""
     runs: int = 3
+    """Fresh runs of the config."""
     threshold: float = 0.05
     """A regression is a median below 1 - threshold of the stored figure."""
     run_timeout: float = 300.0
@@ -56,9 +61,13 @@ class Outcome:
     same for CI (`to_dict`)."""
 
     code: int
+    """The exit code (`verdict.ExitCode`, or 128 + the signal that interrupted the check)."""
     line: str
+    """`ok: ...`, `regression: ...`, `cannot check: <reason>`, ..."""
     notes: tuple[str, ...] = ()
+    """Under the line: the runs' noise, failed runs, caveats of the stored figure."""
     verdict: Verdict | None = None
+    """None when nothing was compared (exit 2, an interrupt, --update)."""
     facts: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Unit, device, torch, the runs' statuses: for --json."""
 
@@ -110,6 +119,8 @@ def _preflight(settings: CheckSettings, baseline: Baseline, unit: str) -> str | 
     if baseline.device_kind == "cuda" and not torch.cuda.is_available():
         return f"{settings.against} was tuned on CUDA and no CUDA device is visible here"
     if settings.update is not None:
+        if not settings.update.parent.is_dir():  # found before the runs, not after
+            return f"--update {settings.update}: no folder {settings.update.parent} to write it in"
         return None  # this machine's baseline is being written: nothing to compare yet
     return incomparable(baseline, unit=unit, fingerprint=_here(baseline.device_kind),
                         allow_torch_change=settings.allow_torch_change)
@@ -151,9 +162,11 @@ def _conclude(settings: CheckSettings, baseline: Baseline, unit: str,
     facts = {"unit": f"{unit}/s", "against": str(settings.against),
              "adapter": str(settings.adapter), "statuses": [r.status.value for r in results],
              "device": first.device if first else None, "torch": first.torch if first else None}
-    if not ok:
+    if not ok:  # the runs' folders go with the check: their log's end is shown here
+        tail = _log_tail(results[0])
         return dataclasses.replace(_cannot(f"no run finished ok ({failed[0]})", **facts),
-                                   notes=tuple(failed[1:]))
+                                   notes=(*failed[1:], *([f"run 1's log ends:\n{tail}"]
+                                                          if tail else [])))
     rates = [float(r.throughput or 0.0) for r in ok]
     if settings.update is not None:
         return _update(settings, baseline, unit, ok, rates, facts, failed)
@@ -173,13 +186,21 @@ def _update(settings: CheckSettings, baseline: Baseline, unit: str, ok: list[Tri
             rates: list[float], facts: dict[str, Any], failed: list[str]) -> Outcome:
     """Write the runs as this machine's baseline."""
     assert settings.update is not None  # only called with --update
-    median = statistics.median(rates)
-    write_baseline(settings.update, config=baseline.config, runs=rates, unit=unit,
-                   median=median, fingerprint=_here(baseline.device_kind),
-                   device_kind=baseline.device_kind, nproc_per_node=baseline.nproc_per_node,
-                   adapter=settings.adapter, source=settings.against)
-    spread = relative_spread(rates) if len(rates) > 1 else 0.0
     warning = spread_warning(ok, unit=unit)
+    if disagreement(rates) >= DISAGREE:  # a baseline later checks would pass or fail by luck
+        return dataclasses.replace(
+            _cannot(f"--update: the runs contradict each other ({human(min(rates))} to "
+                    f"{human(max(rates))} {unit}/s): nothing written; run it on a quiet "
+                    "machine", **facts), notes=tuple(n for n in (warning, *failed) if n))
+    median = statistics.median(rates)
+    try:
+        write_baseline(settings.update, config=baseline.config, runs=rates, unit=unit,
+                       median=median, fingerprint=_here(baseline.device_kind),
+                       device_kind=baseline.device_kind, nproc_per_node=baseline.nproc_per_node,
+                       adapter=settings.adapter, source=settings.against)
+    except OSError as exc:
+        return _cannot(f"--update {settings.update}: cannot write it ({exc.strerror})", **facts)
+    spread = relative_spread(rates) if len(rates) > 1 else 0.0
     return Outcome(code=ExitCode.OK, facts=facts,
                    line=f"wrote {settings.update}: {human(median)} {unit}/s, the median of "
                         f"{len(rates)} run(s) on this machine (spread {spread:.1%})",
@@ -203,6 +224,14 @@ def _run_line(i: int, n: int, result: TrialResult, unit: str) -> str:
     if result.status is Status.OK and result.throughput:
         return f"run {i + 1}/{n}: {human(result.throughput)} {unit}/s"
     return f"run {i + 1}/{n}: {result.status.value}: {result.reason}"
+
+
+def _log_tail(result: TrialResult, lines: int = 15) -> str:
+    try:
+        text = Path(result.log).read_text(errors="replace") if result.log else ""
+    except OSError:
+        return ""
+    return "\n".join(text.strip().splitlines()[-lines:])
 
 
 def _adapter_unit(path: Path) -> str:

@@ -34,6 +34,8 @@ class ExitCode(enum.IntEnum):
 
 
 class State(enum.Enum):
+    """What the runs say of the rate."""
+
     OK = "ok"
     """Within the threshold of the stored figure."""
     FASTER = "faster"
@@ -51,8 +53,10 @@ class Verdict:
     runs: tuple[float, ...]
     """The ok runs' rates."""
     stored: float
+    """The baseline's units/s."""
     threshold: float
     median: float
+    """The runs' median, units/s."""
     ratio: float
     """median / stored."""
     interval: tuple[float, float]

@@ -6,6 +6,7 @@ import argparse
 import functools
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 from autotune.cli.common import positive
@@ -76,5 +77,5 @@ def run(args: argparse.Namespace, *, parser: argparse.ArgumentParser) -> int:
         stream = sys.stdout if outcome.code < CANNOT_COMPARE else sys.stderr
         print(outcome.line, file=stream)
         for note in outcome.notes:
-            print(f"  {note}", file=stream)
+            print(textwrap.indent(note, "  "), file=stream)
     return int(outcome.code)

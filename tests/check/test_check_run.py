@@ -58,6 +58,14 @@ def test_update_writes_this_machines_baseline_and_a_check_reads_it(tmp_path: Pat
     assert (again.code, again.verdict and again.verdict.state.value) == (0, "ok")
 
 
+def test_update_from_runs_that_contradict_each_other_writes_nothing(tmp_path: Path) -> None:
+    written = tmp_path / "baseline.json"
+    outcome = check(baseline_file(tmp_path / "b.json"), rates(150.0, 400.0, 390.0, noise=BUSY),
+                    update=written)
+    assert outcome.code == 2 and "contradict each other" in outcome.line
+    assert not written.exists() and "likely cause" in outcome.notes[0]
+
+
 def test_a_slowdown_the_runs_agree_on_exits_1(tmp_path: Path) -> None:
     outcome = check(baseline_file(tmp_path / "b.json"), rates(340.0, 342.0, 338.0))
     assert outcome.code == 1 and outcome.line.startswith("regression: 340 samples/s, 0.85x")
@@ -113,6 +121,9 @@ def test_bad_input_and_no_ok_run_exit_2_with_the_reason(tmp_path: Path) -> None:
     failed = check(baseline_file(tmp_path / "b.json"), broken, runs=2)
     assert failed.code == 2 and "no run finished ok (run 1: error: ValueError: x)" in failed.line
     assert failed.notes == ("run 2: error: ValueError: x",)
+    runner = rates(400.0)
+    nowhere = check(baseline_file(tmp_path / "b.json"), runner, update=tmp_path / "no" / "b.json")
+    assert nowhere.code == 2 and "no folder" in nowhere.line and not runner.requests
 
 
 def test_best_yaml_gives_its_confirmed_figure_and_provenance() -> None:
