@@ -42,6 +42,7 @@ OVERRIDES = {
     "faults/stuck_host.py": {"loss"},
     "slot_probe.py": {"dataset", "optimizer", "loss"},
     "noisy_steps.py": {"loss"},
+    "paced.py": {"loss"},
     "padded.py": {"dataset", "model", "loader_args", "loss", "items"},
     "attention.py": {"model"},
 }

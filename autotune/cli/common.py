@@ -15,9 +15,12 @@ class Parser(argparse.ArgumentParser):
     """Usage errors exit 1 (the project's convention for bad input) with the short usage line,
     the error and where the whole help is."""
 
+    usage_status: int = 1
+    """The exit status of a usage error (`autotune check` sets 2: a bad flag is no regression)."""
+
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(1, f"{self.prog}: error: {message}\n(`{self.prog} --help` lists every option)\n")
+        self.exit(self.usage_status, f"{self.prog}: error: {message}\n(`{self.prog} --help` lists every option)\n")
 
 
 def positive(kind: type) -> object:
