@@ -43,6 +43,7 @@ OVERRIDES = {
     "slot_probe.py": {"dataset", "optimizer", "loss"},
     "noisy_steps.py": {"loss"},
     "padded.py": {"dataset", "model", "loader_args", "loss", "items"},
+    "slow_knob.py": {"dataset", "model", "optimizer", "loader_args", "loss", "items"},
 }
 METHODS = {"dataset", "model", "optimizer", "loss", "blocks", "items", "flops_per_item",
            "loader_args", "make_loader"}
