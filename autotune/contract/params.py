@@ -78,13 +78,17 @@ def default_params(declared: Mapping[str, Any]) -> Params:
     """Each declared knob's `default:`, else its first choice, else the low end of its range:
     the values outside a trial, and the baseline trial's."""
     values = {}
-    for name, entry in declared.items():
-        if "default" in entry:
-            values[name] = entry["default"]
-        elif "choices" in entry:
-            values[name] = entry["choices"][0]
-        else:
-            values[name] = entry["low"]
+    try:
+        for name, entry in declared.items():
+            if "default" in entry:
+                values[name] = entry["default"]
+            elif "choices" in entry:
+                values[name] = entry["choices"][0]
+            else:
+                values[name] = entry["low"]
+    except (AttributeError, TypeError, KeyError, IndexError):  # read before the search checks
+        raise ValueError(f"the adapter's knobs cannot be read: {declared!r}; each entry is a "
+                         "dict with 'choices' (a non-empty list) or 'low'/'high'") from None
     return Params(values)
 
 

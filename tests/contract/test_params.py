@@ -60,6 +60,8 @@ def test_best_yaml_params_block_is_read_with_its_config(tmp_path: Path) -> None:
 def test_defaults_are_the_default_else_the_first_choice_else_low() -> None:
     assert default_params(DECLARED) == {"pad": None, "attn": "eager", "depth": 2}
     assert default_params({}) == {}
+    with pytest.raises(ValueError, match="each entry is a dict with 'choices'"):
+        default_params({"pad": {"choices": []}})  # the search's own check says more
 
 
 class Declares(Adapter):
