@@ -6,13 +6,20 @@ wide, 12 heads, context 1024), so nothing is downloaded. The dataset yields toke
 HF_GPT2_MIN_LEN to HF_GPT2_MAX_LEN tokens, as a tokenized corpus cut into documents does;
 `collate` pads each batch to its longest sequence (what `DataCollatorForLanguageModeling` does
 with a tokenizer), so nearly every batch has a new length. The loss is the model's own, with
-padding labelled -100 (ignored); throughput is counted in real (non-padding) tokens. Needs
+padding labelled -100 (ignored); throughput is counted in real (non-padding) tokens.
+
+Two knobs of its own (`knobs`) are searched with the tool's: `pad_to_multiple_of` (as in
+transformers' `DataCollatorWithPadding`; null pads per batch, 1024 gives every batch one shape,
+so compile and CUDA graphs keep one graph, at the price of padding) and `attn_implementation`
+(transformers' own argument: "sdpa" or "eager"). The padding is masked and labelled -100, so
+the loss is the same up to rounding; that padding may change what you train on is your call. Needs
 transformers: pip install -e ".[hf]". Constants can be overridden by environment variables of
 the same name (e.g. HF_GPT2_LAYERS=2).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -61,10 +68,13 @@ class TokenizedDocuments(torch.utils.data.Dataset):
         return {"input_ids": self.docs[i].tolist()}
 
 
-def collate(samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-    """Pad to the batch's longest sequence: input_ids, attention_mask, and labels that ignore
-    the padding (-100)."""
+def collate(samples: list[dict[str, Any]], multiple: int | None = None
+            ) -> dict[str, torch.Tensor]:
+    """Pad to the batch's longest sequence, rounded up to a multiple of `multiple` when given:
+    input_ids, attention_mask, and labels that ignore the padding (-100)."""
     longest = max(len(s["input_ids"]) for s in samples)
+    if multiple:
+        longest = -(-longest // multiple) * multiple
     input_ids = torch.full((len(samples), longest), PAD_ID, dtype=torch.long)
     attention_mask = torch.zeros((len(samples), longest), dtype=torch.long)
     for row, sample in enumerate(samples):
@@ -78,18 +88,25 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
 class HFGPT2Adapter(autotune.Adapter):
     unit = "tokens"
     batch_size = HF_GPT2_BATCH
+    knobs = {
+        # null first: the default pads per batch, as before the knob existed.
+        "pad_to_multiple_of": {"choices": [None, 64, 1024], "affects": "loader"},
+        "attn_implementation": {"choices": ["sdpa", "eager"], "affects": "model"},
+    }
 
     def dataset(self) -> torch.utils.data.Dataset:
         return TokenizedDocuments()
 
     def loader_args(self) -> dict[str, Any]:
-        return {"collate_fn": collate, "shuffle": True}
+        pad = functools.partial(collate, multiple=self.params["pad_to_multiple_of"])
+        return {"collate_fn": pad, "shuffle": True}
 
     def model(self) -> nn.Module:
         config = GPT2Config(vocab_size=HF_GPT2_VOCAB, n_positions=max(1024, HF_GPT2_MAX_LEN),
                             n_embd=HF_GPT2_WIDTH, n_layer=HF_GPT2_LAYERS, n_head=HF_GPT2_HEADS,
                             bos_token_id=PAD_ID, eos_token_id=PAD_ID,
-                            pad_token_id=PAD_ID)
+                            pad_token_id=PAD_ID,
+                            attn_implementation=self.params["attn_implementation"])
         return GPT2LMHeadModel(config)
 
     def optimizer(self, model: nn.Module) -> torch.optim.Optimizer:

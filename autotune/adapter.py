@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from autotune.contract.errors import InputError
+from autotune.contract.params import default_params
 
 __all__ = ["LOADER_KNOBS", "Adapter", "check_loader_args", "defines", "load_adapter"]
 
@@ -49,6 +50,16 @@ class Adapter:
     """True lets the search change the effective batch too (larger batches, free accumulation);
     best.yaml then says by how much and how to scale the learning rate. Same as
     `autotune search --vary-global-batch`."""
+    knobs: ClassVar[Mapping[str, Any]] = {}
+    """Your own knobs, searched with the tool's: name -> an entry of a space file
+    (`{"choices": [...]}` or `{"low": 1, "high": 8}`, `when:`), plus `affects:` loader, model
+    or both (the default) and `default:` (else the first choice). Whether a value changes what
+    training computes is your call. Read as `self.params[name]` (docs/adapters.md)."""
+
+    @property
+    def params(self) -> Mapping[str, Any]:
+        """This trial's values of `knobs`, in every method; outside a trial, their defaults."""
+        return self.__dict__.get("_params") or default_params(type(self).knobs)
 
     def dataset(self) -> Any:
         """A CPU-side map-style or iterable dataset yielding samples (the tool batches them)."""

@@ -17,6 +17,7 @@ from typing import Any
 
 from autotune.adapter import Adapter
 from autotune.contract.config import TrainConfig
+from autotune.contract.errors import InputError
 from autotune.contract.fmt import human
 from autotune.contract.noise import spread_warning
 from autotune.contract.request import MeasureSettings, TrialRequest
@@ -47,6 +48,11 @@ def lab_rows(
         LabRow(index=4, name="hand recipe", config=hand_recipe(adapter, device=device, cpus=cpus)),
     ]
     if tuned is not None:
+        unknown = sorted(set(tuned.params) - set(adapter.knobs))
+        if unknown:  # each run would fail in the trial process: say so before any
+            raise InputError(f"the YAML sets params {unknown}, knobs {adapter.__name__} does not "
+                             f"declare (its knobs: {sorted(adapter.knobs)}); pass the YAML a "
+                             "search of this adapter wrote")
         rows.append(LabRow(index=5, name="tuned (YAML)", config=tuned))
     return rows
 

@@ -58,3 +58,23 @@ def test_sizes_are_constants_overridable_by_environment() -> None:
     text = PATH.read_text()
     for name in TINY:
         assert f'_const("{name}"' in text, name
+
+
+def test_its_knobs_pad_to_fixed_shapes_and_pick_the_attention(tiny: Path) -> None:
+    from autotune.contract.params import instantiate
+
+    cls = load_adapter(tiny)
+    assert cls().params == {"pad_to_multiple_of": None, "attn_implementation": "sdpa"}
+    adapter = instantiate(cls, {"pad_to_multiple_of": 64, "attn_implementation": "eager"})
+    collate = adapter.loader_args()["collate_fn"]
+    data = adapter.dataset()
+    widths = {collate([data[i] for i in range(j, j + 4)])["input_ids"].shape[1]
+              for j in range(0, 32, 4)}
+    assert widths == {64}  # one shape: lengths 8-40 padded to a multiple of 64
+    assert adapter.model().config._attn_implementation == "eager"
+    step = compose(adapter, TrainConfig(batch_size=4), torch.device("cpu"))
+    try:
+        result = step()
+        assert step.finite() and 4 * 8 <= result.items <= 4 * 40  # real tokens, not padding
+    finally:
+        step.close()

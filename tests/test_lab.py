@@ -11,7 +11,7 @@ import pytest
 import yaml
 from helpers import TEST_ADAPTERS, run_autotune
 
-from autotune import Adapter, Noise, Status, TrainConfig, TrialResult
+from autotune import Adapter, InputError, Noise, Status, TrainConfig, TrialResult
 from autotune.lab import LabRow, lab_rows, noise_warnings, run_lab, summarize, to_markdown
 from autotune.trial.measure import MeasureSettings
 from autotune.contract.request import TrialRequest
@@ -40,6 +40,15 @@ def test_four_rows_without_a_yaml_five_with() -> None:
     assert [r.index for r in rows] == [1, 2, 3, 4, 5]
     assert rows[4].config == TUNED
     assert len({r.name for r in rows}) == 5
+
+
+def test_the_yaml_row_runs_the_adapters_own_knobs() -> None:
+    knobs = type("Knobs", (Adapter,), {"batch_size": 8, "knobs": {"pad": {"choices": [1, 64]}}})
+    tuned = TUNED.replace(params={"pad": 64})
+    rows = lab_rows(knobs, device="cpu", cpus=4, tuned=tuned)
+    assert rows[-1].config.params == {"pad": 64} and rows[0].config.params == {}  # defaults
+    with pytest.raises(InputError, match=r"sets params \['pad'\], knobs Eight does not declare"):
+        lab_rows(Eight, device="cpu", cpus=4, tuned=tuned)
 
 
 def test_row_configs_build_on_each_other() -> None:

@@ -24,6 +24,7 @@ from autotune.contract.knobs import (
     knob,
     spec_from_field,
 )
+from autotune.contract.params import Params
 
 __all__ = ["KNOB", "KNOBS", "SDPA_BACKENDS", "TrainConfig", "describe_config", "read_config"]
 
@@ -94,8 +95,13 @@ class TrainConfig:
     cudnn_benchmark: bool = knob(False, label="cudnn_bench", ranges=False, cuda_only=bool,
                                  memory=True)
     """`torch.backends.cudnn.benchmark`: cuDNN times its algorithms per input shape, once."""
+    params: Mapping[str, Any] = dataclasses.field(default=Params())
+    """The adapter's own knobs (`Adapter.knobs`) by name, as its methods read them
+    (`self.params`); {}: the adapter's defaults. Not a row of the knob table: see
+    `contract.params` for why they ride on the config."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "params", Params(self.params))  # a dict from YAML or JSON
         values = dataclasses.asdict(self)
         for spec in KNOBS:
             value = values[spec.name]
@@ -122,22 +128,29 @@ class TrainConfig:
     # -- serialization -------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The knobs by name, and `params` (a dict) only when the adapter has knobs: a config
+        without them reads as it did before they existed (requests, records, YAML)."""
+        data = dataclasses.asdict(self)
+        return {**data, "params": dict(self.params)} if self.params else {
+            k: v for k, v in data.items() if k != "params"}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "config") -> TrainConfig:
         """Build a config from a mapping (a YAML `config:` block), naming `source` in errors."""
         if not isinstance(data, Mapping):
             raise InputError(f"{source}: expected a mapping of knobs, got {type(data).__name__}")
-        unknown = sorted(set(data) - set(KNOB))
+        unknown = sorted(set(data) - set(KNOB) - {"params"})
         if unknown:
             raise InputError(
                 f"{source}: unknown key(s) {unknown}; the knobs are: {', '.join(KNOB)}"
             )
         if "batch_size" not in data:
             raise InputError(f"{source}: key 'batch_size' is missing; add the micro-batch size")
+        if not isinstance(data.get("params", {}), Mapping):
+            raise InputError(f"{source}: 'params' must be a mapping of the adapter's knobs, got "
+                             f"{data['params']!r}")
         for key, value in data.items():
-            if not KNOB[key].type_ok(value):
+            if key != "params" and not KNOB[key].type_ok(value):
                 raise InputError(f"{source}: key {key!r} must be {KNOB[key].words}, got {value!r}")
         try:
             return cls(**data)
@@ -153,11 +166,12 @@ class TrainConfig:
         differ only in loader or allocator knobs share one entry of the persistent compile
         cache: a graph compiled once in a study costs a cache hit after. (DDP's bucket size
         splits a compiled DDP model's graph at the buckets: it counts; so do the memory format
-        and the attention kernel, traced into the graph. The optimizer is not compiled.)"""
+        and the attention kernel, traced into the graph, and the adapter's knobs, which the
+        search drops when declared `affects: loader`. The optimizer is not compiled.)"""
         if self.compile == "none":
             return None
         return (self.batch_size, self.grad_accum, self.amp_dtype, self.compile, self.checkpoint,
-                self.bucket_cap_mb, self.memory_format, self.sdpa_backend)
+                self.bucket_cap_mb, self.memory_format, self.sdpa_backend, self.params)
 
     @property
     def alloc_conf(self) -> str:
@@ -177,7 +191,8 @@ class TrainConfig:
         return describe_config(self)
 
 
-KNOBS: tuple[KnobSpec, ...] = tuple(spec_from_field(f) for f in dataclasses.fields(TrainConfig))
+KNOBS: tuple[KnobSpec, ...] = tuple(spec_from_field(f) for f in dataclasses.fields(TrainConfig)
+                                    if "knob" in f.metadata)
 """The knob table, in declaration order."""
 KNOB = {spec.name: spec for spec in KNOBS}
 
@@ -196,6 +211,7 @@ def describe_config(config: TrainConfig) -> str:
         else:
             parts.append(f"{spec.label}={value:g}" if isinstance(value, float) else
                          f"{spec.label}={value}")
+    parts += [f"{name}={value}" for name, value in config.params.items()]  # the adapter's
     return " ".join(parts)
 
 
@@ -203,6 +219,9 @@ def read_config(path: str | Path) -> TrainConfig:
     """A config from `best.yaml` (its `config:` block) or from a YAML of knobs alone."""
     data = _read_yaml(Path(path))
     if isinstance(data, Mapping) and "config" in data:
+        if isinstance(data["config"], Mapping) and data.get("params"):  # best.yaml's params:
+            return TrainConfig.from_dict({**data["config"], "params": data["params"]},
+                                         source=f"{path}: config, params")
         return TrainConfig.from_dict(data["config"], source=f"{path}: config")
     return TrainConfig.from_dict(data, source=str(path))
 

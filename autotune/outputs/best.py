@@ -41,7 +41,9 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
     how = ("median of the confirmation runs" if winner.confirmation
            else "the search trial's median window")
     return {
-        "config": config.to_dict(),
+        "config": {k: v for k, v in config.to_dict().items() if k != "params"},
+        # The adapter's own knobs: `load_config("best.yaml").params`, as its methods read them.
+        **({"params": dict(config.params)} if config.params else {}),
         "env": {ALLOC_ENV: config.alloc_conf, **host_heap_env(settings.device)},
         "effective_batch": effective_batch(config, adapter_batch),
         "throughput": {"value": rounded(winner.throughput), "unit": f"{unit}/s", "from": how},

@@ -75,7 +75,8 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
         table.add_column(name, justify="left" if name == "config" else "right",
                          no_wrap=name != "config")
     for r in ok[:top]:
-        config = TrainConfig(**{spec.name: r[spec.name] for spec in KNOBS})
+        config = TrainConfig(**{spec.name: r[spec.name] for spec in KNOBS},
+                             params=r.get("params", {}))
         peak = r["peak_reserved_mb"] or r["peak_rss_mb"]  # device memory, else host RSS
         table.add_row(
             f"{r['number']}" + (" (base)" if r["baseline"] else ""),

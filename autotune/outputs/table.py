@@ -20,9 +20,11 @@ from autotune.contract.phases import PHASES
 from autotune.study.confirmation.winner import Winner
 from autotune.study.store.records import TrialRecord
 
-__all__ = ["COLUMNS", "rows_to_csv", "trial_rows"]
+__all__ = ["COLUMNS", "PARAM_PREFIX", "rows_to_csv", "trial_rows"]
 
 KNOB_COLUMNS = tuple(spec.name for spec in KNOBS)
+PARAM_PREFIX = "params."
+"""The adapter's own knobs have a column each after the tool's: `params.NAME`, as in best.yaml."""
 MEASURES = (
     "throughput", "unit", "speedup", "spread", "converged", "step_seconds", "compile_seconds",
     "warmup_seconds", "data_wait_fraction", "peak_allocated_mb", "peak_reserved_mb",
@@ -62,6 +64,7 @@ def trial_rows(records: Sequence[TrialRecord], baseline: float | None,
             "status": status,
             "baseline": r.baseline,
             **r.config.to_dict(),
+            **{f"{PARAM_PREFIX}{k}": v for k, v in r.config.params.items()},
             **{k: getattr(result, k, None) for k in MEASURES},
             "reason": result.reason if result else "",
             "log": result.log if result else "",
@@ -98,11 +101,14 @@ def trial_rows(records: Sequence[TrialRecord], baseline: float | None,
 
 
 def rows_to_csv(rows: Sequence[dict[str, Any]]) -> str:
+    params = dict.fromkeys(k for row in rows for k in row if k.startswith(PARAM_PREFIX))
+    at = COLUMNS.index(KNOB_COLUMNS[-1]) + 1
+    columns = (*COLUMNS[:at], *params, *COLUMNS[at:])
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: _csv_value(row.get(k)) for k in COLUMNS})
+        writer.writerow({k: _csv_value(row.get(k)) for k in columns})
     return buf.getvalue()
 
 

@@ -63,6 +63,7 @@ class Objective:
         measure: MeasureSettings,
         finished: Callable[[], list[TrialRecord]],
         infer_slow: bool = False,
+        loader_only: frozenset[str] = frozenset(),
     ) -> None:
         self.adapter = adapter
         self.device = device
@@ -74,6 +75,8 @@ class Objective:
         self.infer_slow = infer_slow
         """Skip a config the pruner would stop anyway, when a measured trial implies it
         (`overhead_ceiling`)."""
+        self.loader_only = loader_only
+        """The adapter's knobs declared `affects: loader`: left out of the compile-cache key."""
 
     def __call__(
         self,
@@ -150,7 +153,7 @@ class Objective:
         is compiled, or no trial compiled yet. (Trials of other hosts
         sharing the study count as cached: their caches are theirs, so such a graph may still
         be cut here, as before this check.)"""
-        graph = config.graph
+        graph = self.graph(config)
         if graph is None:
             return None
         ran = [(r, seconds) for r in measured(self.finished() if finished is None else finished)
@@ -160,13 +163,13 @@ class Objective:
         # (record, its compile's seconds, the rest of its seconds) of each that timed a compile
         timed = [(r, c, max(0.0, seconds - c)) for r, seconds in ran
                  if (c := r.result.compile_seconds) is not None]
-        same = [t for t in timed if t[0].config.graph == graph]
+        same = [t for t in timed if self.graph(t[0].config) == graph]
         if same:
             # Compiled here before: the cache holds its graphs, but Dynamo still traces the model
             # and looks them up (a transformers GPT-2: 44 s with every graph cached, H100).
             quickest, compile_seconds, _ = min(same, key=lambda t: t[1])
             return compile_seconds + min(t[2] for t in timed), quickest.number
-        if any(r.config.graph == graph for r in past_compile):
+        if any(self.graph(r.config) == graph for r in past_compile):
             return None  # compiled by a trial that was pruned: its compile was not timed
         compiled = [t for t in timed if t[0].config.graph is not None]
         if not compiled:
@@ -176,6 +179,14 @@ class Objective:
         longest, compile_seconds, _ = max(compiled, key=lambda t: t[1])
         rest = min(t[2] for t in timed)
         return compile_seconds + rest, longest.number
+
+    def graph(self, config: TrainConfig) -> tuple[object, ...] | None:
+        """`config.graph` without the adapter's loader-only knobs: a batch padded otherwise by
+        the collate reaches the same compiled model (its shapes count apart, as recompiles)."""
+        if config.graph is None or not self.loader_only:
+            return config.graph
+        return config.replace(params={k: v for k, v in config.params.items()
+                                      if k not in self.loader_only}).graph
 
     def memory_wall(self, config: TrainConfig, finished: Sequence[TrialRecord] | None = None
                     ) -> MeasuredRecord | None:
@@ -234,4 +245,6 @@ def _implied(record: MeasuredRecord) -> bool:
 
 def _memory_knobs(config: TrainConfig) -> tuple[Any, ...]:
     values = config.to_dict()
-    return tuple(values[spec.name] for spec in KNOBS if spec.memory and spec.name != "batch_size")
+    # The adapter's knobs count too: the tool cannot know which change the memory a step needs.
+    return tuple(values[spec.name] for spec in KNOBS if spec.memory and spec.name != "batch_size"
+                 ) + (config.params,)

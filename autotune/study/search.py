@@ -101,7 +101,7 @@ class Search:
             # Pruned trials too: a config clearly below the best is not measured again.
             finished=lambda: [r for r in records.read_records(
                 self.study, [TrialState.COMPLETE, TrialState.PRUNED]) if r.search],
-            infer_slow=settings.prune)
+            infer_slow=settings.prune, loader_only=space.loader_only)
             for r in self.runners]
         self.objective = self.objectives[0]
         self.confirmation = ConfirmPhase(

@@ -21,6 +21,7 @@ from autotune.contract.allocator import ALLOC_ENV
 from autotune.contract.config import TrainConfig
 from autotune.contract.events import FirstStepEvent, SparePausedEvent, WindowEvent
 from autotune.contract.noise import Noise
+from autotune.contract.params import instantiate, same_dataset
 from autotune.contract.phases import Phase
 from autotune.contract.request import MeasureSettings, TrialRequest
 from autotune.contract.result import Diagnosis, Fingerprint, HostCpu
@@ -134,7 +135,8 @@ def load(request: TrialRequest, preloaded: Preloaded | None) -> tuple[type[Any],
     from autotune.trial.blame import blame
 
     if preloaded is not None and preloaded.adapter_path == request.adapter:
-        return preloaded.adapter_cls, preloaded.dataset
+        cls = preloaded.adapter_cls  # its dataset was built at the knobs' defaults
+        return cls, (preloaded.dataset if same_dataset(cls.knobs, request.config.params) else None)
     try:
         return load_adapter(request.adapter), None
     except Exception as exc:
@@ -165,7 +167,7 @@ def build(adapter_cls: type[Any], dataset: Any, config: TrainConfig, device: tor
     from autotune.trial.compose import compose
 
     try:
-        adapter = adapter_cls()
+        adapter = instantiate(adapter_cls, config.params)  # `params` set before __init__
     except Exception as exc:
         blame(exc, "the adapter's __init__")
         raise

@@ -48,6 +48,7 @@ def _preload(adapter_path: str) -> tuple[Any, str]:
     import autotune.trial.diagnose  # noqa: F401
     import autotune.trial.fingerprint
     from autotune.adapter import load_adapter
+    from autotune.contract.params import instantiate
     from autotune.trial.worker import Preloaded
 
     try:  # what each torch.compile trial would import again (seconds)
@@ -64,7 +65,7 @@ def _preload(adapter_path: str) -> tuple[Any, str]:
     torch.set_num_threads(1)
     note = ""
     try:
-        dataset = adapter_cls().dataset()
+        dataset = instantiate(adapter_cls, {}).dataset()  # at the knobs' defaults
     except Exception as exc:  # reported by every trial, which builds it again and fails there
         dataset, note = None, f"dataset() failed in the fork server: {type(exc).__name__}: {exc}"
     torch.set_num_threads(threads)

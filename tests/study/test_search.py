@@ -645,3 +645,34 @@ def test_a_new_graph_is_not_started_when_its_compile_cannot_finish_in_what_is_le
     assert after and all(t.config is not None and t.config.graph in compiled | {None}
                          for t in after)
     assert clock.now <= 150.0
+
+
+# -- the adapter's own knobs -------------------------------------------------------------------
+
+
+def test_a_search_finds_the_fast_value_of_an_adapters_knob_and_writes_it_under_params(
+        tmp_path: Path, test_adapters: Path) -> None:
+    """tests/adapters/slow_knob.py: its default `forward: slow` sleeps 20 ms a step."""
+    from rich.console import Console
+
+    from autotune import load_adapter
+    from autotune.outputs.show import show
+
+    path = test_adapters / "slow_knob.py"
+    cls = load_adapter(path)
+    winner = search(tmp_path, ONE_CONFIG, trials=4, runner=InProcessRunner(), adapter=path,
+                    adapter_cls=cls).run()
+    trials = records_of(tmp_path)
+    assert trials[0].config is not None and trials[0].config.params == {"forward": "slow"}
+    assert {t.config.params["forward"] for t in trials if t.config} == {"slow", "fast"}
+    assert winner is not None and winner.record.config.params == {"forward": "fast"}
+    out = tmp_path / "out"
+    best = yaml.safe_load((out / "best.yaml").read_text())
+    assert best["params"] == {"forward": "fast"} and "params" not in best["config"]
+    assert load_config(out / "best.yaml").params == {"forward": "fast"}
+    rows = csv_rows(out / "trials.csv")
+    assert [r["params.forward"] for r in rows][:1] == ["slow"]
+    assert "fast" in {r["params.forward"] for r in rows}
+    console = Console(record=True, width=200)
+    show(out, console=console)
+    assert "forward=fast" in console.export_text()

@@ -43,7 +43,9 @@ _LOADER_KNOBS = ("batch_size", "num_workers", "prefetch_factor", "pin_memory",
 
 
 def _loader(config: TrainConfig) -> tuple[object, ...]:
-    return tuple(getattr(config, name) for name in _LOADER_KNOBS)
+    # With the adapter's knobs, all of them: any may change what the loader does (`affects:`
+    # is known to the space, not to the records this reads).
+    return (*(getattr(config, name) for name in _LOADER_KNOBS), config.params)
 
 
 def _measured(finished: Sequence[TrialRecord]) -> list[MeasuredRecord]:

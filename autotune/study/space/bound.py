@@ -52,6 +52,9 @@ class Knob:
     high: int | None = None
     log: bool = False
     when: tuple[Condition, ...] = ()
+    affects: str | None = None
+    """None: a knob of the tool; else the adapter's own, and what it acts on (loader, model,
+    both). Its value lives in the config's `params`."""
 
     def active(self, values: Mapping[str, Any]) -> bool:
         return all(c.holds(values) for c in self.when)
@@ -88,9 +91,14 @@ class SearchSpace:
     """PyTorch's defaults at the adapter's batch size: trial 0 of every study."""
     global_batch_size: int | None = None
 
+    @property
+    def loader_only(self) -> frozenset[str]:
+        """The adapter's knobs declared `affects: loader`: they change no compiled graph."""
+        return frozenset(k.name for k in self.knobs if k.affects == "loader")
+
     def suggest(self, trial: optuna.Trial) -> TrainConfig:
         """Sample a config: each knob whose conditions hold, in dependency order."""
-        values = self.baseline.to_dict()
+        values = _flat(self.baseline.to_dict())
         for knob in self.knobs:
             if knob.active(values):
                 values[knob.name] = knob.suggest(trial)
@@ -98,7 +106,7 @@ class SearchSpace:
 
     def config_from_params(self, params: Mapping[str, Any]) -> TrainConfig:
         """The config a trial with these Optuna params ran (inactive knobs at their defaults)."""
-        values = self.baseline.to_dict()
+        values = _flat(self.baseline.to_dict())
         for knob in self.knobs:
             if knob.active(values) and knob.name in params:
                 values[knob.name] = params[knob.name]
@@ -108,7 +116,8 @@ class SearchSpace:
         """The values this space samples for a knob (the baseline's when it is not searched)."""
         knob = next((k for k in self.knobs if k.name == name), None)
         if knob is None:
-            return (getattr(self.baseline, name),)
+            return (self.baseline.params[name] if name in self.baseline.params
+                    else getattr(self.baseline, name),)
         if knob.choices is not None:
             return tuple(knob.choices)
         assert knob.low is not None and knob.high is not None
@@ -131,7 +140,8 @@ class SearchSpace:
 
     def params_for(self, config: TrainConfig) -> dict[str, Any]:
         """The Optuna params that make `suggest` return `config` (for enqueueing it)."""
-        values = config.to_dict()
+        # A config built without the adapter's knobs (a recipe) reads as their defaults.
+        values = {**_flat(self.baseline.to_dict()), **_flat(config.to_dict())}
         return {k.name: values[k.name] for k in self.knobs if k.active(values)}
 
     def changed(self, config: TrainConfig, **changes: Any) -> TrainConfig:
@@ -141,6 +151,9 @@ class SearchSpace:
         return self._project({**config.to_dict(), **changes})
 
     def _finish(self, values: dict[str, Any]) -> TrainConfig:
+        params = dict(values.pop("params", None) or {})  # the adapter's own knobs, flat or not
+        params.update({name: values.pop(name) for name in self.baseline.params if name in values})
+        values["params"] = params
         for spec in KNOBS:  # a knob that does not apply (prefetch without workers) is at its default
             if not spec.applies(values):
                 values[spec.name] = spec.default
@@ -153,7 +166,7 @@ class SearchSpace:
 
     def enumerate(self) -> list[TrainConfig]:
         """Every distinct config `suggest` can return (the full grid), in a stable order."""
-        partial: list[dict[str, Any]] = [self.baseline.to_dict()]
+        partial: list[dict[str, Any]] = [_flat(self.baseline.to_dict())]
         for knob in self.knobs:
             grown = []
             for values in partial:
@@ -171,12 +184,12 @@ class SearchSpace:
         return self._project(config.to_dict())
 
     def _project(self, wanted: dict[str, Any]) -> TrainConfig:
-        values = self.baseline.to_dict()
+        values, wanted = _flat(self.baseline.to_dict()), _flat(wanted)
         for knob in self.knobs:
             if not knob.active(values):
                 continue
             options = self.values(knob.name)
-            value = wanted[knob.name]
+            value = wanted.get(knob.name, values[knob.name])  # a recipe leaves the adapter's
             # The nearest number; a null among the options (PyTorch's default) is not a number.
             numbers = [o for o in options if o is not None]
             if value in options:
@@ -190,3 +203,10 @@ class SearchSpace:
 
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _flat(values: dict[str, Any]) -> dict[str, Any]:
+    """A config's values with the adapter's knobs beside the tool's (their names never clash:
+    `adapter_knobs` refuses a tool knob's name), as conditions and Optuna read them. One given
+    flat (`changed(config, pad=64)`) wins over the config's."""
+    return {**(values.get("params") or {}), **{k: v for k, v in values.items() if k != "params"}}

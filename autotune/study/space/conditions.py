@@ -76,7 +76,7 @@ def _check_condition_value(knob: str, values: Sequence[Any], where: str, part: s
 def dependency_order(knobs: list[Knob], names: set[str], source: str) -> list[Knob]:
     """Dependency order: a knob after every searched knob its conditions read."""
     rank = {name: i for i, name in enumerate(tuple(KNOB))}
-    pending = sorted(knobs, key=lambda k: rank[k.name])
+    pending = sorted(knobs, key=lambda k: rank.get(k.name, len(rank)))  # the adapter's last
     ordered: list[Knob] = []
     done: set[str] = set()
     while pending:

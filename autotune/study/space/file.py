@@ -6,6 +6,8 @@ A space file maps knob names to a domain and an optional condition::
     prefetch_factor: {choices: [2, 4, 8]}       # only sampled when num_workers > 0 (built in)
     batch_size: {factors: [0.5, 1, 2]}          # multiples of the adapter's batch_size
     compile: {choices: [none, default], when: "amp_dtype != fp32"}
+    adapter:                                    # the adapter's own knobs (`Adapter.knobs`),
+      pad_to_multiple_of: {choices: [1024]}     # narrowed or replaced (`adapter_knobs`)
 
 Files are read with `yaml.safe_load`; conditions are parsed by a small grammar (`KNOB OP
 VALUE`, joined by `and`; `conditions`), never evaluated as Python. Every error names the file, the
@@ -20,6 +22,7 @@ attribute or `--vary-global-batch`) searches batch sizes and accumulation freely
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,6 +34,7 @@ from autotune.contract.config import KNOB, TrainConfig
 from autotune.contract.errors import InputError
 from autotune.contract.host import available_cpus
 from autotune.contract.knobs import KnobSpec
+from autotune.study.space.adapter_knobs import own_knobs
 from autotune.study.space.bound import Condition, Knob, SearchSpace
 from autotune.study.space.conditions import dependency_order, parse_when
 
@@ -107,10 +111,13 @@ def parse_space(
     baseline = TrainConfig.baseline(adapter.batch_size, adapter.global_batch_size)
     # The effective batch every config keeps; None when the search may change it.
     fixed = None if vary_global_batch or adapter.vary_global_batch else baseline.effective_batch
-    base_values = baseline.to_dict()
+    own, params = own_knobs(adapter, raw.get("adapter"), source=source, parse=functools.partial(
+        _parse_knob, source=source, adapter=adapter, cpus=cpus, fixed=fixed, baseline=baseline))
+    baseline = baseline.replace(params=params)  # trial 0 runs the adapter's defaults too
+    base_values = {**baseline.to_dict(), **params}
     knobs = []
     for name, body in raw.items():
-        if name == "description":
+        if name in ("description", "adapter"):  # `adapter:` the adapter's own (adapter_knobs)
             continue
         if name not in KNOB:
             raise InputError(
@@ -122,10 +129,9 @@ def parse_space(
                            baseline=baseline)
         _check_device(knob, source, device_type)
         knobs.append(knob)
-    names = {k.name for k in knobs}
     for knob in knobs:
         for cond in knob.when:
-            if cond.knob not in KNOB:
+            if cond.knob not in KNOB and cond.knob not in params:
                 raise InputError(
                     f"{source}: key '{knob.name}.when': unknown knob {cond.knob!r} in condition "
                     f"'{cond}'; known knobs: {', '.join(KNOB_NAMES)}"
@@ -141,7 +147,8 @@ def parse_space(
             )
     if nproc == 1:  # validated above, but one process has no gradients to all-reduce
         knobs = [k for k in knobs if not KNOB[k.name].ddp]
-        names = {k.name for k in knobs}
+    knobs += own
+    names = {k.name for k in knobs}
     return SearchSpace(
         source=source,
         knobs=tuple(dependency_order(knobs, names, source)),
@@ -150,10 +157,12 @@ def parse_space(
     )
 
 
-def _parse_knob(name: str, body: Any, *, source: str, adapter: type[Adapter], cpus: int,
-                fixed: int | None, baseline: TrainConfig) -> Knob:
-    spec = KNOB[name]
-    where = f"{source}: key '{name}'"
+def _parse_knob(name: str, body: Any, spec: KnobSpec | None = None, where: str = "", *,
+                source: str, adapter: type[Adapter], cpus: int, fixed: int | None,
+                baseline: TrainConfig) -> Knob:
+    """One entry; `spec` and `where` given for an adapter's own knob (`adapter_knobs`)."""
+    spec = spec or KNOB[name]
+    where = where or f"{source}: key '{name}'"
     if not isinstance(body, Mapping):
         raise InputError(f"{where}: expected a mapping like {{choices: [...]}}, got {body!r}")
     allowed_keys = {"choices", "when"} | ({"low", "high", "log"} if spec.ranges else set())
