@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from autotune import __version__
-from autotune.cli import files, lab, search
+from autotune.cli import files, lab, profile, search
 from autotune.cli.common import Parser
 from autotune.contract.errors import InputError
 
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     lab.add_parser(sub)
     files.add_export(sub)
     files.add_apply(sub)
+    profile.add_parser(sub)
     return parser
 
 
