@@ -29,8 +29,9 @@ class ProfileSettings:
     tensorboard: bool = False
     """Also write `torch.profiler.tensorboard_trace_handler`'s output under `tensorboard/`."""
     memory_snapshot: bool = True
-    """On CUDA, record the allocator's history over the profiled steps and dump it as
-    `memory-snapshot.pickle` (PyTorch's memory viz reads it)."""
+    """On CUDA, record the allocator's history over the wait and warm-up steps (the traced
+    steps when there are none) and dump it as `memory-snapshot.pickle` (PyTorch's memory viz
+    reads it)."""
 
     def __post_init__(self) -> None:
         if self.wait < 0 or self.warmup < 0 or self.active < 1:

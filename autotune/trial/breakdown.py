@@ -137,9 +137,13 @@ def _merged(intervals: Sequence[tuple[float, float]]) -> float:
 
 
 def _is_device(event: Any) -> bool:
+    """A kernel, copy or memset on the GPU. Not a `record_function` range projected onto the
+    GPU's timeline (Kineto's gpu_user_annotation, a CUDA event of the range's name): it spans
+    its kernels and the gaps between them."""
     from torch.autograd import DeviceType
 
-    return event.device_type == DeviceType.CUDA
+    return event.device_type == DeviceType.CUDA and not getattr(event, "is_user_annotation",
+                                                                 False)
 
 
 def _device_self(average: Any) -> float:

@@ -107,15 +107,20 @@ def profile_steps(step: TrainStep, settings: ProfileSettings, out: Path,
         torch.cuda.reset_peak_memory_stats(device)  # the peaks of the profiled steps
     if snapshot:
         torch.cuda.memory._record_memory_history(max_entries=MEMORY_HISTORY_ENTRIES)
+    before = settings.wait + settings.warmup
     step.region = lambda name: record_function(recorded_name(name))
     try:
         with profile(activities=activities, on_trace_ready=handler,
                      schedule=schedule(wait=settings.wait, warmup=settings.warmup,
                                        active=settings.active, repeat=1)) as prof:
-            for _ in range(settings.wait + settings.warmup + settings.active):
+            for i in range(before + settings.active):
                 step()
+                if snapshot and i == before - 1:  # the steps before the traced ones, dumped
+                    _dump_memory(out)             # in the last untraced step's range
                 prof.step()
         step.sync()
+        if snapshot and not before:
+            _dump_memory(out)
     finally:
         step.region = no_region
     files = [TRACE]
@@ -127,12 +132,19 @@ def profile_steps(step: TrainStep, settings: ProfileSettings, out: Path,
     else:
         prof.export_chrome_trace(str(out / TRACE))
     if snapshot:
-        torch.cuda.memory._dump_snapshot(str(out / MEMORY_SNAPSHOT))
-        torch.cuda.memory._record_memory_history(enabled=None)
         files.append(MEMORY_SNAPSHOT)
     if settings.tensorboard:
         files.append(TENSORBOARD)
     return prof, tuple(files)
+
+
+def _dump_memory(out: Path) -> None:
+    """Write the allocator's history and stop recording it: recording keeps each allocation's
+    Python stack, a cost the traced steps should not carry."""
+    import torch
+
+    torch.cuda.memory._dump_snapshot(str(out / MEMORY_SNAPSHOT))
+    torch.cuda.memory._record_memory_history(enabled=None)
 
 
 def _breakdown(prof: Any, request: ProfileRequest, device: torch.device, where: str,

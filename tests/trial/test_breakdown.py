@@ -14,17 +14,19 @@ from autotune.trial.compose import REGIONS
 
 
 def event(name: str, start: float, end: float, *, cuda: bool = False,
-          device_total: float = 0.0) -> Any:
+          device_total: float = 0.0, annotation: bool = False) -> Any:
     return SimpleNamespace(
         name=name, device_type=DeviceType.CUDA if cuda else DeviceType.CPU,
+        is_user_annotation=annotation,
         time_range=SimpleNamespace(start=start, end=end, elapsed_us=lambda: end - start),
         device_time_total=device_total)
 
 
 def average(key: str, *, cpu: float = 0.0, device: float = 0.0, count: int = 1,
-            cuda: bool = False) -> Any:
+            cuda: bool = False, annotation: bool = False) -> Any:
     return SimpleNamespace(key=key, self_cpu_time_total=cpu, self_device_time_total=device,
-                           count=count, device_type=DeviceType.CUDA if cuda else DeviceType.CPU)
+                           count=count, device_type=DeviceType.CUDA if cuda else DeviceType.CPU,
+                           is_user_annotation=annotation)
 
 
 # Two steps of 1000 us each: forward 300 us, backward 500 us on the host; kernels of
@@ -38,6 +40,8 @@ EVENTS = [
     event("gemm", 100, 300, cuda=True), event("gemm", 200, 400, cuda=True),
     event("gemm", 500, 800, cuda=True), event("gemm", 1100, 1300, cuda=True),
     event("gemm", 1200, 1400, cuda=True), event("gemm", 1500, 1800, cuda=True),
+    # A range as Kineto projects it onto the GPU: it spans the kernels and their gaps.
+    event("Optimizer.step#SGD.step", 0, 2000, cuda=True, annotation=True),
 ]
 
 
@@ -68,13 +72,14 @@ def test_gpu_idle_time_merges_overlapping_kernels() -> None:
     # 600 us of kernels a step (100-400 merged, 500-800) in 1000 us: 400 us idle.
     assert gpu.busy_fraction == pytest.approx(0.6)
     assert gpu.idle_seconds == pytest.approx(400e-6)
-    assert gpu_time(EVENTS[:6], step_spans(EVENTS)) is None  # no kernel: no GPU figure
+    assert gpu_time(EVENTS[:6] + EVENTS[-1:], step_spans(EVENTS)) is None  # no kernel
 
 
 def test_top_ops_leave_the_regions_out_and_list_kernels_on_cuda() -> None:
     averages = [average(recorded_name("forward"), cpu=900), average("ProfilerStep*", cpu=999),
                 *(average(f"aten::op{i}", cpu=float(i), count=2) for i in range(1, 13)),
-                average("gemm", device=1200, count=6, cuda=True)]
+                average("gemm", device=1200, count=6, cuda=True),
+                average("Optimizer.step#SGD.step", device=4000, cuda=True, annotation=True)]
     spans = step_spans(EVENTS)
     ops = top_ops(averages, spans, cuda=True)
     cpu = [op for op in ops if op.kind == "cpu"]

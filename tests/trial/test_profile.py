@@ -21,6 +21,7 @@ from autotune.trial.compose import REGIONS, no_region
 from autotune.trial.profile import TRACE, run_profile
 
 SLOW_LOADER = TEST_ADAPTERS / "slow_loader.py"  # 8 samples x 4 ms of sleep a step
+SAMPLE_SECONDS = 0.004  # slow_loader.SAMPLE_SECONDS
 QUICK = MeasureSettings(window_seconds=0.1, budget_seconds=0.3, min_windows=2)
 
 
@@ -45,15 +46,16 @@ def test_the_trace_is_chrome_json_with_the_regions_and_the_steps(
     assert list((out / "tensorboard").glob("*.pt.trace.json"))  # --tensorboard's handler
 
 
-def test_the_shares_sum_to_one_and_the_wait_for_data_leads(
+def test_the_shares_sum_to_one_and_the_loaders_sleep_is_in_data_wait(
         profiled: tuple[Path, Breakdown]) -> None:
     _, b = profiled
     assert [r.name for r in b.regions] == [*REGIONS, "other"]
     assert sum(r.host_share for r in b.regions) == pytest.approx(1.0, abs=1e-6)
     assert all(r.host_seconds > 0 for r in b.regions if r.name != "other")
-    # 32 ms of sleep in the loader against one small linear layer.
+    # The loader sleeps 8 x 4 ms a step: a floor however busy the machine (a share would
+    # not be: on the 2-core VM the linear layer's step read 40 ms in one run of six).
     wait = next(r for r in b.regions if r.name == "data wait")
-    assert wait.host_share > 0.5
+    assert wait.host_seconds >= 8 * SAMPLE_SECONDS
     assert b.step_seconds == pytest.approx(sum(r.host_seconds for r in b.regions), rel=1e-6)
     assert b.steps == 3
 
