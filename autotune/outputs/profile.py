@@ -119,7 +119,8 @@ def _ranked(columns: Sequence[Column], kind: str) -> list[str]:
 def _op(op: Op) -> str:
     name = op.name if len(op.name) <= 60 else op.name[:57] + "..."
     name = name.replace("|", "\\|")
-    return f"`{name}` {_ms(op.self_seconds)} ({_pct(op.share)}, {op.calls:g} calls)"
+    calls = "1 call" if op.calls == 1 else f"{op.calls:g} calls"
+    return f"`{name}` {_ms(op.self_seconds)} ({_pct(op.share)}, {calls})"
 
 
 def _diagnosis(b: Breakdown) -> str:
