@@ -26,7 +26,7 @@ from autotune.contract.stats import relative_spread
 from autotune.study.execution.protocol import Runner
 from autotune.study.policy.recipes import bf16, bf16_compile, hand_recipe, pytorch_defaults
 
-__all__ = ["LabRow", "lab_rows", "noise_warnings", "run_lab", "summarize"]
+__all__ = ["LabRow", "lab_rows", "next_steps", "noise_warnings", "run_lab", "summarize"]
 
 RECIPE_ROWS = (2, 3, 4)  # the rows a tuned config must beat: what people try by hand
 
@@ -162,3 +162,15 @@ def save(table: list[dict[str, Any]], out: Path, *, unit: str, meta: dict[str, A
     atomic_write_text(out / "lab.json", json.dumps({"meta": meta, "rows": table}, indent=2))
     header = ", ".join(f"{k}: {v}" for k, v in meta.items() if v is not None)
     atomic_write_text(out / "lab.md", to_markdown(table, unit=unit, header=header + "\n"))
+
+
+def next_steps(adapter: Path, config: Path | None) -> list[str]:
+    """Where to go from the lab: a row's profile; with a tuned YAML, the performance gate once
+    it is applied."""
+    lines = [f"where row 1's step goes (PyTorch's defaults): autotune profile --adapter {adapter}"]
+    if config is not None:
+        lines += [f"where row 5's step goes: autotune profile --adapter {adapter} --config "
+                  f"{config}",
+                  f"after autotune apply, keep its speed (e.g. in CI): autotune check --adapter "
+                  f"{adapter} --against {config}"]
+    return lines

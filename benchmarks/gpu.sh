@@ -16,6 +16,10 @@
 #   versus ADAPTER [RUNS=2]                    benchmarks/search/versus.py: that best.yaml against
 #       results/h100/grids/ADAPTER.json's optimum: $OUT/versus-ADAPTER.{json,log}
 #   lab ADAPTER [CONFIG|-] [REPEATS=2] [MEASURE_SECONDS=8]   autotune lab: $OUT/ADAPTER-lab/
+#   profile ADAPTER [CONFIG|-|""] [FLAGS...]  autotune profile --tensorboard on CUDA; CONFIG "-"
+#       (or none) is results/h100/search/ADAPTER/best.yaml, "" is none (then e.g. --compare
+#       A.yaml B.yaml): $OUT/profile-ADAPTER.tgz (trace.json, memory-snapshot.pickle,
+#       tensorboard/, breakdown.md/.json, log.txt) and $OUT/ADAPTER-breakdown.md
 #   checks                                     tests/gpu, then spare runs on compiled GPT-2:
 #       $OUT/gpu-tests.log, $OUT/spare-runs-gpt.{json,log}
 #   knobs [-k EXPR]                            tests/gpu -s -v, the KNOB lines: $OUT/knobs.log
@@ -98,6 +102,20 @@ lab_job() {  # ADAPTER [CONFIG] [REPEATS] [MEASURE_SECONDS]
     --repeats "${3:-2}" --measure-seconds "${4:-8}" --out "$OUT/$name-lab"
   [ -z "$DRY" ] && rm -rf "$OUT/$name-lab/runs"
   return 0
+}
+
+profile_job() {  # ADAPTER [CONFIG|-|""] [autotune profile flags...]: "" gives no --config
+  local name=$1 work=/tmp/profile-$1 config=()
+  [ $# -gt 1 ] && [ -z "$2" ] || config=(--config "$(config_of "$name" "${2:-}")")
+  shift; [ $# -gt 0 ] && shift
+  [ -z "$DRY" ] && rm -rf "$work"
+  run "$OUT/profile-$name.log" 30 "$(left "$LIMIT")" env $(adapter_env "$name") \
+    python3 -m autotune profile --adapter "adapters/$name.py" "${config[@]}" --device cuda \
+    --tensorboard --out "$work" "$@"
+  [ -n "$DRY" ] && return 0
+  cp "$work/breakdown.md" "$OUT/$name-breakdown.md" 2>/dev/null
+  tar czf "$OUT/profile-$name.tgz" -C /tmp "profile-$name"
+  ls -la "$OUT/profile-$name.tgz"
 }
 
 checks_job() {
@@ -200,7 +218,7 @@ ddp_job() {  # [all|search|sweep|test]: DDP scaling of ADAPTER on a 2-GPU host. 
 
 main() {
   local job args=()
-  [ $# -gt 0 ] || { sed -n '2,27p' "$0"; return 1; }
+  [ $# -gt 0 ] || { sed -n '2,32p' "$0"; return 1; }
   if [ -z "$DRY" ]; then . $here/device_env.sh; fi
   mkdir -p "$OUT"
   while [ $# -gt 0 ]; do
@@ -210,7 +228,7 @@ main() {
     LIMIT=""; [ "${job#*:}" != "$job" ] && LIMIT=${job#*:}
     echo "=== ${job%%:*} ${args[*]:-} ($(left "$LIMIT") s left)"
     case ${job%%:*} in
-      search|grid|fidelity|versus|lab|checks|knobs|smoke|multi|ddp) "${job%%:*}_job" "${args[@]}" ;;
+      search|grid|fidelity|versus|lab|profile|checks|knobs|smoke|multi|ddp) "${job%%:*}_job" "${args[@]}" ;;
       *) echo "unknown job: $job (see the head of $0)"; return 1 ;;
     esac
   done

@@ -12,7 +12,8 @@ import yaml
 from helpers import TEST_ADAPTERS, run_autotune
 
 from autotune import Adapter, InputError, Noise, Status, TrainConfig, TrialResult
-from autotune.lab import LabRow, lab_rows, noise_warnings, run_lab, summarize, to_markdown
+from autotune.lab import (LabRow, lab_rows, next_steps, noise_warnings, run_lab, summarize,
+                          to_markdown)
 from autotune.trial.measure import MeasureSettings
 from autotune.contract.request import TrialRequest
 from autotune.study.execution.protocol import RunnerBase
@@ -58,6 +59,15 @@ def test_row_configs_build_on_each_other() -> None:
     assert bf16 == defaults.replace(amp_dtype="bf16")
     assert compiled == bf16.replace(compile="default")
     assert recipe == compiled.replace(num_workers=2, persistent_workers=True, prefetch_factor=4)
+
+
+def test_the_lab_points_to_profile_and_after_apply_to_check() -> None:
+    (alone,) = next_steps(Path("a.py"), None)
+    assert alone.endswith("autotune profile --adapter a.py")
+    profile, check = next_steps(Path("a.py"), Path("best.yaml"))[1:]
+    assert profile.endswith("autotune profile --adapter a.py --config best.yaml")
+    assert "after autotune apply" in check
+    assert check.endswith("autotune check --adapter a.py --against best.yaml")
 
 
 @pytest.mark.parametrize(("device", "pinned"), [("cpu", False), ("cuda", True)])

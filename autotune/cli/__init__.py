@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from autotune import __version__
-from autotune.cli import check, files, lab, search
+from autotune.cli import check, files, lab, profile, search
 from autotune.cli.common import Parser
 from autotune.contract.errors import InputError
 
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     files.add_export(sub)
     files.add_apply(sub)
     check.add_parser(sub)
+    profile.add_parser(sub)
     return parser
 
 

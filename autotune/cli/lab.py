@@ -36,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
     from autotune.contract.host import available_cpus
     from autotune.contract.request import MeasureSettings
     from autotune.contract.result import Fingerprint
-    from autotune.lab import lab_rows, noise_warnings, run_lab, save, summarize, to_markdown
+    from autotune.lab import (lab_rows, next_steps, noise_warnings, run_lab, save, summarize,
+                              to_markdown)
     from autotune.outputs.display import make_console
     from autotune.study.execution.runner import SubprocessRunner
 
@@ -89,4 +90,6 @@ def run(args: argparse.Namespace) -> int:
     for warning in noise_warnings(rows, results, unit=adapter.unit):
         console.print(f"[bold yellow]warning:[/] {warning}")
     console.print(f"wrote {out}/lab.md and {out}/lab.json")
+    for line in next_steps(args.adapter, args.config):
+        console.print(line, markup=False, highlight=False)
     return 0 if all(t["throughput"] for t in table) else 1

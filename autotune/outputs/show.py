@@ -22,7 +22,7 @@ from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_w
 from autotune.study.store import records, study_attrs
 from autotune.study.store.storage import open_storage
 
-__all__ = ["load_study", "show", "winner_line"]
+__all__ = ["load_study", "next_steps", "show", "winner_line"]
 
 
 def load_study(out: Path) -> optuna.Study:
@@ -118,6 +118,9 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
         console.print(winner_line(winner, unit))
         for warning in spread_warnings(winner, unit):  # best.yaml's decision.warnings
             console.print(f"warning: {warning}")
+        if info is not None and (out / "best.yaml").is_file():
+            for line in next_steps(winner, info.adapter, out / "best.yaml"):
+                console.print(line, markup=False, highlight=False)
     failed = Counter(r["status"] for r in rows if r["status"] not in ("ok", "running", ""))
     if failed:
         console.print("other trials: " + ", ".join(f"{n} {s}" for s, n in sorted(failed.items())))
@@ -135,3 +138,15 @@ def winner_line(winner: Winner, unit: str) -> str:
     sure = f", {decision_note(winner)}" if d is not None else ""
     return (f"winner: {where}, {human(winner.throughput)} {unit}/s ({how}){speed}"
             f"{verdict.replace(' (', '; ', 1).rstrip(')')}{sure}")
+
+
+def next_steps(winner: Winner, adapter: str, best: Path) -> list[str]:
+    """Where to go from the winner: its profile, under the diagnosis's bound; the performance
+    gate, once the config is applied."""
+    result = winner.record.result
+    d = result.diagnosis if result is not None else None
+    bound = f" ({d.verdict.value} by the diagnosis)" if d is not None else ""
+    return [f"where the winner's step goes{bound}: autotune profile --adapter {adapter} "
+            f"--config {best}",
+            f"after autotune apply, keep its speed (e.g. in CI): autotune check --adapter "
+            f"{adapter} --against {best}"]

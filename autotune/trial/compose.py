@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
@@ -16,62 +18,35 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.phases import Phase
 from autotune.contract.request import CUDAGRAPH_MODES
 from autotune.trial.blame import blame, blaming, check_loss
-from autotune.trial.features.amp import apply_amp, set_matmul_precision
-from autotune.trial.features.checkpoint import apply_checkpoint, disable_kv_cache
-from autotune.trial.features.compile import apply_compile, compiled_dynamic
-from autotune.trial.features.cudnn import apply_cudnn_benchmark
+from autotune.trial.features.amp import apply_amp
+from autotune.trial.features.compile import compiled_dynamic
 from autotune.trial.features.dataloader import build_loader, to_device
 from autotune.trial.features.ddp import no_sync
-from autotune.trial.features.threads import apply_threads
-from autotune.trial.features.memory_format import apply_memory_format, batch_format
+from autotune.trial.features.memory_format import batch_format
 from autotune.trial.features.optimizer import apply_optimizer_impl
 from autotune.trial.features.sdpa import apply_sdpa
+from autotune.trial.features.threads import apply_threads
+from autotune.trial.model_features import apply_model_features
 from autotune.trial.shapes import ShapeLog, signature
 from autotune.trial.warmup import StepResult
 
-__all__ = ["PEEK_BATCHES", "TrainStep", "apply_model_features", "compose"]
+__all__ = ["PEEK_BATCHES", "REGIONS", "TrainStep", "apply_model_features", "compose",
+           "no_region"]
 
 PEEK_BATCHES = 3
 """Batches a compiled step pulls before its first call to see whether their shapes vary; they
 are trained on in order, as if never peeked at."""
 
+REGIONS = ("data wait", "host-to-device", "forward", "backward", "optimizer")
+"""The parts of a step `TrainStep.region` names, in the order a step takes them."""
 
-def apply_model_features(
-    model: torch.nn.Module,
-    blocks: Sequence[torch.nn.Module],
-    *,
-    amp_dtype: str,
-    checkpoint: float,
-    compile: str,
-    ddp: Callable[[torch.nn.Module], torch.nn.Module] | None = None,
-    memory_format: str = "contiguous",
-    cudnn_benchmark: bool = False,
-) -> tuple[torch.nn.Module, int]:
-    """Apply the model-side knobs in the one right order; return the module to call in
-    training and how many blocks were checkpointed. The trials and production
-    (`TunedConfig.wrap_model`) both come through here, so what was measured is what runs.
-    `ddp` wraps the model for data-parallel training (`features.ddp.apply_ddp` with the DDP
-    knobs), or None in a single process.
-    """
-    # 0. The memory format first: DDP's buckets and compile's graph take the parameters'
-    #    strides as they find them. In place: an optimizer built before keeps its parameters.
-    model = apply_memory_format(model, memory_format)
-    # 1. Precision first: compile bakes the fp32 matmul precision into its kernels (and cuDNN's
-    #    benchmark mode, process-wide as well, beside it).
-    set_matmul_precision(amp_dtype)
-    apply_cudnn_benchmark(cudnn_benchmark)
-    # 2. Checkpoint before compile, so the compiled graph is the checkpointed one (compiling
-    #    first would capture the unwrapped forward and save every activation).
-    wrapped = apply_checkpoint(blocks, checkpoint)
-    if wrapped:
-        disable_kv_cache(model)  # a recomputed block must not append to a KV cache again
-    # 3. DDP around the checkpointed model, inside compile: compiling the DDP module lets
-    #    Dynamo's DDPOptimizer split the graph at bucket boundaries, so each bucket's all-reduce
-    #    overlaps the rest of the backward (torch/_dynamo/backends/distributed.py).
-    if ddp is not None:
-        model = ddp(model)
-    # 4. Compile last: it wraps everything above. Lazy: it happens on the first forward.
-    return apply_compile(model, compile), wrapped
+_NO_REGION = contextlib.nullcontext()  # reusable: entering it does nothing
+
+
+def no_region(name: str) -> AbstractContextManager[Any]:
+    """A step's regions outside a profile: nothing (0.4 us each on a busy 2-core VM, about
+    five a step: under 0.1% of a 2-ms step)."""
+    return _NO_REGION
 
 
 class TrainStep:
@@ -139,6 +114,9 @@ class TrainStep:
         """Whether the model was compiled with dynamic shapes (the peeked batches varied)."""
         self._mark_cudagraph_step = device.type == "cuda" and config.compile in CUDAGRAPH_MODES
         self._loss_sum = torch.zeros((), device=device)
+        self.region: Callable[[str], AbstractContextManager[Any]] = no_region
+        """Wraps each part of the step named in REGIONS: nothing, or `autotune profile`'s
+        `torch.profiler.record_function`."""
 
     def start_loader(self) -> None:
         """Wait for the loader's first batch (workers starting, the sampler, the first reads)
@@ -209,10 +187,12 @@ class TrainStep:
         for i in range(accum):
             # Data wait is the time blocked on the DataLoader. The copy is left out of it: a
             # pageable copy waits for the GPU to finish queued compute, which is not input cost.
-            t0 = self.clock()
-            batch, n = self.next_batch()
-            wait += self.clock() - t0
-            batch = self.to_device(batch, non_blocking=self.config.pin_memory)
+            with self.region("data wait"):
+                t0 = self.clock()
+                batch, n = self.next_batch()
+                wait += self.clock() - t0
+            with self.region("host-to-device"):
+                batch = self.to_device(batch, non_blocking=self.config.pin_memory)
             items += n
             self._micro_step(batch, accum, last=i == accum - 1)
         self.optimizer_step()
@@ -231,7 +211,7 @@ class TrainStep:
 
     def _forward_backward(self, batch: Any, accum: int) -> None:
         try:
-            with self.amp.autocast():
+            with self.region("forward"), self.amp.autocast():
                 loss = self.adapter.loss(self.forward_model, batch)
             check_loss(loss)
         except Exception as exc:
@@ -241,7 +221,8 @@ class TrainStep:
         # Accumulate on the device: reading it (.item()) inside timed steps would synchronize.
         self._loss_sum += loss.detach().float()
         try:
-            self.amp.scaler.scale(loss).backward()
+            with self.region("backward"):
+                self.amp.scaler.scale(loss).backward()
         except Exception as exc:
             blame(exc, "loss(model, batch), in its backward")
             raise
@@ -264,13 +245,14 @@ class TrainStep:
             self.micro_step(batch, accum)
 
     def optimizer_step(self) -> None:
-        try:
-            self.amp.scaler.step(self.optimizer)
-        except Exception as exc:
-            blame(exc, "optimizer(model), in its step()")
-            raise
-        self.amp.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
+        with self.region("optimizer"):
+            try:
+                self.amp.scaler.step(self.optimizer)
+            except Exception as exc:
+                blame(exc, "optimizer(model), in its step()")
+                raise
+            self.amp.scaler.update()
+            self.optimizer.zero_grad(set_to_none=True)
         self._stepped = True
 
     def sync(self) -> None:

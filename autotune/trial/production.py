@@ -1,6 +1,6 @@
 """`load_config`: a tuned config back in production code, with the helpers that apply it.
 
-The helpers call the very functions the trials measured with (`compose.apply_model_features`,
+The helpers call the very functions the trials measured with (`model_features.apply_model_features`,
 the loader knobs, the autocast and scaler of `features.amp`): what was measured is what runs.
 """
 
@@ -119,7 +119,7 @@ class TunedConfig:
         process group, with the DDP knobs, the model already on this rank's device), then
         compile: returns the module to call in training, built in the same order the trials
         measured."""
-        from autotune.trial.compose import apply_model_features
+        from autotune.trial.model_features import apply_model_features
         from autotune.trial.features.ddp import apply_ddp
 
         def wrap(module: torch.nn.Module) -> torch.nn.Module:

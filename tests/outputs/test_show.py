@@ -81,6 +81,11 @@ def test_show_prints_the_top_trials(tmp_path: Path) -> None:
     assert "* spread above tolerance" in text
     assert "recompiles" in text and "|          3 |" in lines[fastest]
     assert "Batch shapes vary from batch to batch (input_ids[1] 512-1024, 437 distinct" in text
+    # Where to go next (issue 26): the winner's profile, then the gate once it is applied.
+    best = out / "best.yaml"
+    assert f"autotune profile --adapter tiny.py --config {best}" in text
+    assert f"after autotune apply, keep its speed (e.g. in CI): autotune check --adapter " \
+        f"tiny.py --against {best}" in text
 
 
 def test_show_lists_a_copy_once(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 import autotune.trial.compose as compose
+import autotune.trial.model_features as model_features
 from autotune import TrainConfig, load_adapter
 from autotune.trial.blame import blame, blamed
 from autotune.trial.compose import TrainStep, apply_model_features
@@ -42,7 +43,7 @@ def checkpointed(blocks: nn.Sequential) -> list[bool]:
 
 def test_features_apply_in_order_precision_checkpoint_compile(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    real_checkpoint = compose.apply_checkpoint
+    real_checkpoint = model_features.apply_checkpoint
 
     def precision(amp_dtype: str) -> None:
         calls.append(f"precision {amp_dtype}")
@@ -56,9 +57,9 @@ def test_features_apply_in_order_precision_checkpoint_compile(monkeypatch: pytes
         calls.append(f"compile {mode} (blocks checkpointed: {checkpointed(model)})")
         return nn.Identity()
 
-    monkeypatch.setattr(compose, "set_matmul_precision", precision)
-    monkeypatch.setattr(compose, "apply_checkpoint", checkpoint)
-    monkeypatch.setattr(compose, "apply_compile", compile_)
+    monkeypatch.setattr(model_features, "set_matmul_precision", precision)
+    monkeypatch.setattr(model_features, "apply_checkpoint", checkpoint)
+    monkeypatch.setattr(model_features, "apply_compile", compile_)
     model = blocks_model(2)
     module, wrapped = apply_model_features(model, list(model), amp_dtype="tf32", checkpoint=1.0,
                                            compile="default")

@@ -187,7 +187,7 @@ def test_wrap_model_sets_the_matmul_precision(amp_dtype: str, precision: str) ->
 
 
 def test_wrap_model_compiles_last(monkeypatch: pytest.MonkeyPatch) -> None:
-    import autotune.trial.compose as compose
+    import autotune.trial.model_features as model_features
 
     seen: list[bool] = []
 
@@ -195,7 +195,7 @@ def test_wrap_model_compiles_last(monkeypatch: pytest.MonkeyPatch) -> None:
         seen.append(all(getattr(b, "_autotune_checkpointed", False) for b in model))
         return torch.nn.Identity()
 
-    monkeypatch.setattr(compose, "apply_compile", fake_compile)
+    monkeypatch.setattr(model_features, "apply_compile", fake_compile)
     model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
     tuned = TunedConfig(config=TrainConfig(batch_size=8, checkpoint=1.0, compile="default"),
                         device="cpu")
