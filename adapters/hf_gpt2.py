@@ -11,7 +11,9 @@ padding labelled -100 (ignored); throughput is counted in real (non-padding) tok
 Two knobs of its own (`knobs`) are searched with the tool's: `pad_to_multiple_of` (as in
 transformers' `DataCollatorWithPadding`; null pads per batch, 1024 gives every batch one shape,
 so compile and CUDA graphs keep one graph, at the price of padding) and `attn_implementation`
-(transformers' own argument: "sdpa" or "eager"). The padding is masked and labelled -100, so
+(transformers' own argument: "sdpa" or "eager"), and `padding_mask` ("drop" leaves the
+attention mask out: with right padding and causal attention it changes no real token's output,
+and lets SDPA use its causal flash kernel). The padding is masked and labelled -100, so
 the loss is the same up to rounding; that padding may change what you train on is your call. Needs
 transformers: pip install -e ".[hf]". Constants can be overridden by environment variables of
 the same name (e.g. HF_GPT2_LAYERS=2).
@@ -68,10 +70,11 @@ class TokenizedDocuments(torch.utils.data.Dataset):
         return {"input_ids": self.docs[i].tolist()}
 
 
-def collate(samples: list[dict[str, Any]], multiple: int | None = None
+def collate(samples: list[dict[str, Any]], multiple: int | None = None, mask: bool = True
             ) -> dict[str, torch.Tensor]:
     """Pad to the batch's longest sequence, rounded up to a multiple of `multiple` when given:
-    input_ids, attention_mask, and labels that ignore the padding (-100)."""
+    input_ids, attention_mask (unless `mask` is False), and labels that ignore the padding
+    (-100)."""
     longest = max(len(s["input_ids"]) for s in samples)
     if multiple:
         longest = -(-longest // multiple) * multiple
@@ -82,6 +85,8 @@ def collate(samples: list[dict[str, Any]], multiple: int | None = None
         input_ids[row, :len(ids)] = torch.tensor(ids)
         attention_mask[row, :len(ids)] = 1
     labels = input_ids.masked_fill(attention_mask == 0, -100)
+    if not mask:
+        return {"input_ids": input_ids, "labels": labels}
     return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
 
 
@@ -89,16 +94,22 @@ class HFGPT2Adapter(autotune.Adapter):
     unit = "tokens"
     batch_size = HF_GPT2_BATCH
     knobs = {
-        # null first: the default pads per batch, as before the knob existed.
-        "pad_to_multiple_of": {"choices": [None, 64, 1024], "affects": "loader"},
+        # null first: the default pads per batch, as before the knob existed. The padded
+        # length is the model's input shape: it moves the compiled graph too ("both").
+        "pad_to_multiple_of": {"choices": [None, 64, 1024], "affects": "both"},
         "attn_implementation": {"choices": ["sdpa", "eager"], "affects": "model"},
+        # The padding is on the right and attention is causal: no real token attends to it,
+        # and its labels are -100. Without the mask SDPA may take its causal flash kernel; a
+        # padding mask keeps it on the slower masked ones.
+        "padding_mask": {"choices": ["keep", "drop"], "affects": "both"},
     }
 
     def dataset(self) -> torch.utils.data.Dataset:
         return TokenizedDocuments()
 
     def loader_args(self) -> dict[str, Any]:
-        pad = functools.partial(collate, multiple=self.params["pad_to_multiple_of"])
+        pad = functools.partial(collate, multiple=self.params["pad_to_multiple_of"],
+                                mask=self.params["padding_mask"] == "keep")
         return {"collate_fn": pad, "shuffle": True}
 
     def model(self) -> nn.Module:
@@ -119,4 +130,4 @@ class HFGPT2Adapter(autotune.Adapter):
         return list(model.transformer.h)
 
     def items(self, batch: dict[str, torch.Tensor]) -> int:
-        return int(batch["attention_mask"].sum())  # real tokens, padding not counted
+        return int((batch["labels"] != -100).sum())  # real tokens, padding not counted

@@ -64,7 +64,8 @@ def test_its_knobs_pad_to_fixed_shapes_and_pick_the_attention(tiny: Path) -> Non
     from autotune.contract.params import instantiate
 
     cls = load_adapter(tiny)
-    assert cls().params == {"pad_to_multiple_of": None, "attn_implementation": "sdpa"}
+    assert cls().params == {"pad_to_multiple_of": None, "attn_implementation": "sdpa",
+                            "padding_mask": "keep"}
     adapter = instantiate(cls, {"pad_to_multiple_of": 64, "attn_implementation": "eager"})
     collate = adapter.loader_args()["collate_fn"]
     data = adapter.dataset()
@@ -78,3 +79,21 @@ def test_its_knobs_pad_to_fixed_shapes_and_pick_the_attention(tiny: Path) -> Non
         assert step.finite() and 4 * 8 <= result.items <= 4 * 40  # real tokens, not padding
     finally:
         step.close()
+
+
+def test_dropping_the_padding_mask_changes_no_real_tokens_loss(tiny: Path) -> None:
+    """Right padding under causal attention: no real token attends to the padding after it, and
+    the padding's labels are -100. The loss with the mask and without it is the same."""
+    from autotune.contract.params import instantiate
+
+    cls = load_adapter(tiny)
+    keep, drop = (instantiate(cls, {"padding_mask": v}) for v in ("keep", "drop"))
+    data = keep.dataset()
+    samples = [data[i] for i in range(4)]
+    masked = keep.loader_args()["collate_fn"](samples)
+    bare = drop.loader_args()["collate_fn"](samples)
+    assert "attention_mask" not in bare and keep.items(masked) == drop.items(bare)
+    torch.manual_seed(0)
+    model = keep.model().eval()
+    with torch.no_grad():
+        assert torch.allclose(keep.loss(model, masked), drop.loss(model, bare), atol=1e-5)
