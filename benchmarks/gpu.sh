@@ -22,6 +22,8 @@
 #       tensorboard/, breakdown.md/.json, log.txt) and $OUT/ADAPTER-breakdown.md
 #   checks                                     tests/gpu, then spare runs on compiled GPT-2:
 #       $OUT/gpu-tests.log, $OUT/spare-runs-gpt.{json,log}
+#   kbench ADAPTER BASE [knobs.py flags...]    benchmarks/measurement/knobs.py, BASE a YAML of
+#       knobs or a best.yaml: $OUT/knobs-ADAPTER.{json,log}
 #   knobs [-k EXPR]                            tests/gpu -s -v, the KNOB lines: $OUT/knobs.log
 #   smoke                                      first look: knobs, a small GPT-2 search, the
 #       ResNet baseline and recipe with their diagnosis
@@ -123,6 +125,14 @@ checks_job() {
   run "$OUT/spare-runs-gpt.log" 30 "$(left "$LIMIT")" python3 $here/measurement/spare_runs.py \
     --adapter adapters/gpt.py --device cuda --compile default --runs 3 --rounds 2 \
     --json "$OUT/spare-runs-gpt.json"
+}
+
+kbench_job() {  # ADAPTER BASE [knobs.py flags...]
+  local name=$1 base=$2; shift 2
+  run "$OUT/knobs-$name.log" 30 "$(left "$LIMIT")" env $(adapter_env "$name") \
+    python3 $here/measurement/knobs.py --adapter "adapters/$name.py" --config "$base" \
+    --device cuda --json "$OUT/knobs-$name.json" "$@"
+  return 0
 }
 
 knobs_job() {  # [-k EXPR]
@@ -228,7 +238,7 @@ main() {
     LIMIT=""; [ "${job#*:}" != "$job" ] && LIMIT=${job#*:}
     echo "=== ${job%%:*} ${args[*]:-} ($(left "$LIMIT") s left)"
     case ${job%%:*} in
-      search|grid|fidelity|versus|lab|profile|checks|knobs|smoke|multi|ddp) "${job%%:*}_job" "${args[@]}" ;;
+      search|grid|fidelity|versus|lab|profile|checks|knobs|kbench|smoke|multi|ddp) "${job%%:*}_job" "${args[@]}" ;;
       *) echo "unknown job: $job (see the head of $0)"; return 1 ;;
     esac
   done

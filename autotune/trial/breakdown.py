@@ -50,8 +50,10 @@ class GpuTime:
 
 
 def step_spans(events: Iterable[Any]) -> Spans:
-    """The steps the profiler recorded (its `ProfilerStep#N` ranges)."""
-    steps = [e for e in events if e.name.startswith(STEP_PREFIX)]
+    """The steps the profiler recorded (its `ProfilerStep#N` ranges on the host; on CUDA Kineto
+    also projects each onto the GPU's timeline, which would count every step twice: an H100
+    profile of 5 steps read 10, each averaging a host step and its shorter projection)."""
+    steps = [e for e in events if e.name.startswith(STEP_PREFIX) and _is_host(e)]
     if not steps:
         raise RuntimeError("the profiler recorded no step (no ProfilerStep range): nothing to "
                            "break down")
@@ -62,17 +64,25 @@ def step_spans(events: Iterable[Any]) -> Spans:
 
 def regions(events: Iterable[Any], spans: Spans, *, cuda: bool) -> tuple[Region, ...]:
     """Each region's wall time and share of the step, and "other" for the rest (the step's
-    Python between regions, the loss's accumulation), so the shares sum to 1."""
+    Python between regions, the loss's accumulation), so the shares sum to 1. On CUDA, each
+    region's GPU time is the kernels launched inside its host range; backward's are launched
+    by autograd's own thread, outside it, so the steps' kernels no region launched count as
+    backward's."""
+    events = list(events)
     host = dict.fromkeys(REGIONS, 0.0)
     gpu = dict.fromkeys(REGIONS, 0.0)
     names = {recorded_name(r): r for r in REGIONS}
     for e in events:
         region = names.get(e.name)
-        if region is None:
+        if region is None or not _is_host(e):  # not its projection onto the GPU's timeline
             continue
         host[region] += e.time_range.elapsed_us()
         # The kernels launched inside the range and its children's (FunctionEvent's total).
         gpu[region] += getattr(e, "device_time_total", 0.0) if cuda else 0.0
+    if cuda:
+        kernels = sum(e.time_range.elapsed_us() for e in events if _is_device(e)
+                      and spans.start_us <= e.time_range.start < spans.end_us)
+        gpu["backward"] += max(0.0, kernels - sum(gpu.values()))
     found = [Region(name=r, host_seconds=host[r] / spans.count * US,
                     host_share=host[r] / spans.total_us,
                     gpu_seconds=gpu[r] / spans.count * US if cuda else None)
@@ -144,6 +154,12 @@ def _is_device(event: Any) -> bool:
 
     return event.device_type == DeviceType.CUDA and not getattr(event, "is_user_annotation",
                                                                  False)
+
+
+def _is_host(event: Any) -> bool:
+    from torch.autograd import DeviceType
+
+    return event.device_type == DeviceType.CPU
 
 
 def _device_self(average: Any) -> float:

@@ -42,6 +42,10 @@ EVENTS = [
     event("gemm", 1200, 1400, cuda=True), event("gemm", 1500, 1800, cuda=True),
     # A range as Kineto projects it onto the GPU: it spans the kernels and their gaps.
     event("Optimizer.step#SGD.step", 0, 2000, cuda=True, annotation=True),
+    # The steps and regions projected too: never a step or a region of their own.
+    event("ProfilerStep*", 100, 800, cuda=True, annotation=True),
+    event("ProfilerStep*", 1100, 1800, cuda=True, annotation=True),
+    event(recorded_name("forward"), 100, 400, cuda=True, annotation=True, device_total=300),
 ]
 
 
@@ -60,7 +64,10 @@ def test_region_shares_sum_to_one_with_other_and_gpu_time_per_step() -> None:
     assert found["other"].host_share == pytest.approx(0.2)
     assert found["data wait"].host_share == 0.0
     assert sum(r.host_share for r in found.values()) == pytest.approx(1.0)
-    assert found["backward"].gpu_seconds == pytest.approx(300e-6)
+    # 700 us of kernels a step, 250 launched in forward's range, 300 in backward's, and 150
+    # by no region's (autograd's thread launches backward's kernels): backward's.
+    assert found["backward"].gpu_seconds == pytest.approx(450e-6)
+    assert found["forward"].gpu_seconds == pytest.approx(250e-6)
     assert found["other"].gpu_seconds is None
     on_cpu = regions(EVENTS, step_spans(EVENTS), cuda=False)
     assert all(r.gpu_seconds is None for r in on_cpu)
@@ -72,7 +79,7 @@ def test_gpu_idle_time_merges_overlapping_kernels() -> None:
     # 600 us of kernels a step (100-400 merged, 500-800) in 1000 us: 400 us idle.
     assert gpu.busy_fraction == pytest.approx(0.6)
     assert gpu.idle_seconds == pytest.approx(400e-6)
-    assert gpu_time(EVENTS[:6] + EVENTS[-1:], step_spans(EVENTS)) is None  # no kernel
+    assert gpu_time(EVENTS[:6] + EVENTS[-4:], step_spans(EVENTS)) is None  # no kernel
 
 
 def test_top_ops_leave_the_regions_out_and_list_kernels_on_cuda() -> None:
