@@ -37,8 +37,9 @@ PEEK_BATCHES = 3
 """Batches a compiled step pulls before its first call to see whether their shapes vary; they
 are trained on in order, as if never peeked at."""
 
-REGIONS = ("data wait", "host-to-device", "forward", "backward", "optimizer")
-"""The parts of a step `TrainStep.region` names, in the order a step takes them."""
+REGIONS = ("data wait", "host-to-device", "forward", "backward", "optimizer", "GPU wait")
+"""The parts of a step `TrainStep.region` names, in the order a step takes them; the last is
+`autotune profile`'s own: the host waiting at the step's end for its kernels to finish."""
 
 _NO_REGION = contextlib.nullcontext()  # reusable: entering it does nothing
 
