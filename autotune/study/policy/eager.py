@@ -69,7 +69,8 @@ def _verdict(record: TrialRecord) -> Verdict | None:
 def dtype_starts(space: SearchSpace, leader: TrainConfig, finished: Sequence[TrialRecord], *,
                  device: str) -> list[Start]:
     """Each amp dtype of the space not measured yet at `leader`'s batch and loader knobs,
-    eager, in the prior's order; then the fused optimizer at `leader`'s dtype."""
+    eager, in the prior's order; then the fused optimizer at `leader`'s dtype, then each value
+    of the adapter's own knobs."""
     seen = {r.config for r in finished if r.config is not None and r.result is not None}
     order = sorted(space.values("amp_dtype"),
                    key=lambda d: DTYPE_PRIOR.index(d) if d in DTYPE_PRIOR else len(DTYPE_PRIOR))
@@ -85,6 +86,21 @@ def dtype_starts(space: SearchSpace, leader: TrainConfig, finished: Sequence[Tri
     if fused.optimizer_impl == "fused" != leader.optimizer_impl and fused not in seen \
             and space.holds(fused) and known_incompatible(fused, device) is None:
         starts.append((f"{EAGER}{fused.describe()}", fused))
+    return starts + _adapter_knob_starts(space, leader, seen, device=device)
+
+
+def _adapter_knob_starts(space: SearchSpace, leader: TrainConfig, seen: set[TrainConfig], *,
+                         device: str) -> list[Start]:
+    """Each value of the adapter's own knobs at `leader`, one knob at a time, eager: the
+    adapter knows what they do, the tool does not, and eager they cost seconds (padding to one
+    length, an attention implementation). Those that lead are compiled by the ladder."""
+    starts = []
+    for name, current in leader.params.items():
+        for value in space.values(name):
+            config = space.changed(leader, compile="none", **{name: value})
+            if value != current and config.params.get(name) == value and config not in seen \
+                    and space.holds(config) and known_incompatible(config, device) is None:
+                starts.append((f"{EAGER}{config.describe()}", config))
     return starts
 
 

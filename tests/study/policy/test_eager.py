@@ -121,6 +121,24 @@ def test_the_fused_optimizer_is_measured_eagerly_after_the_dtypes_at_the_leaders
     assert "fused" not in str(dtype_starts(space_of(GPU_SPACE), EAGER, [], device="cuda"))
 
 
+class Padded(Eight):
+    knobs = {"pad": {"choices": [None, 64, 1024]}, "attn": {"choices": ["sdpa", "eager"]}}
+
+
+def test_each_value_of_the_adapters_knobs_is_measured_eagerly_one_knob_at_a_time() -> None:
+    space = parse_space(GPU_SPACE, source="s.yaml", adapter=Padded, device_type="cuda", cpus=16)
+    leader = space.changed(EAGER, amp_dtype="tf32")
+    starts = [c for _, c in dtype_starts(space, leader, [done(1, leader)], device="cuda")]
+    knobbed = [c for c in starts if c.params != leader.params]
+    assert [dict(c.params) for c in knobbed] == [  # the knobs in name order
+        {"attn": "eager", "pad": None}, {"attn": "sdpa", "pad": 64},
+        {"attn": "sdpa", "pad": 1024}]
+    assert all(c.amp_dtype == "tf32" and c.compile == "none" for c in knobbed)
+    # Measured already: not again.
+    ran = [done(1, leader), done(2, knobbed[1])]
+    assert knobbed[1] not in [c for _, c in dtype_starts(space, leader, ran, device="cuda")]
+
+
 def test_the_dtype_stage_runs_once_and_waits_for_an_input_bound_loader_to_settle() -> None:
     space = space_of(GPU_SPACE)
     loader = EAGER.replace(amp_dtype="fp32", num_workers=15)
