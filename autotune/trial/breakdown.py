@@ -13,8 +13,8 @@ from typing import Any
 from autotune.contract.profile import Op, Region
 from autotune.trial.compose import REGIONS
 
-__all__ = ["PREFIX", "STEP_PREFIX", "GpuTime", "Spans", "gpu_time", "recorded_name", "regions",
-           "step_spans", "top_ops"]
+__all__ = ["PREFIX", "STEP_PREFIX", "GpuTime", "Spans", "gpu_time", "is_kernel", "merged_us",
+           "recorded_name", "regions", "step_spans", "top_ops"]
 
 PREFIX = "autotune: "
 """How the regions' names begin in the trace, apart from PyTorch's own ("aten::mm")."""
@@ -80,7 +80,7 @@ def regions(events: Iterable[Any], spans: Spans, *, cuda: bool) -> tuple[Region,
         # The kernels launched inside the range and its children's (FunctionEvent's total).
         gpu[region] += getattr(e, "device_time_total", 0.0) if cuda else 0.0
     if cuda:
-        kernels = sum(e.time_range.elapsed_us() for e in events if _is_device(e)
+        kernels = sum(e.time_range.elapsed_us() for e in events if is_kernel(e)
                       and spans.start_us <= e.time_range.start < spans.end_us)
         gpu["backward"] += max(0.0, kernels - sum(gpu.values()))
     found = [Region(name=r, host_seconds=host[r] / spans.count * US,
@@ -100,7 +100,7 @@ def top_ops(averages: Iterable[Any], spans: Spans, *, cuda: bool) -> tuple[Op, .
     for a in averages:
         if a.key.startswith((PREFIX, STEP_PREFIX)):
             continue
-        if _is_device(a):
+        if is_kernel(a):
             kernels.append(a)
         elif a.self_cpu_time_total > 0:
             ops.append(a)
@@ -120,10 +120,10 @@ def top_ops(averages: Iterable[Any], spans: Spans, *, cuda: bool) -> tuple[Op, .
 
 def gpu_time(events: Iterable[Any], spans: Spans) -> GpuTime | None:
     """Busy and idle time of the GPU over the profiled steps (None: no kernel recorded)."""
-    intervals = sorted((e.time_range.start, e.time_range.end) for e in events if _is_device(e))
+    intervals = sorted((e.time_range.start, e.time_range.end) for e in events if is_kernel(e))
     if not intervals:
         return None
-    busy = _merged(intervals)
+    busy = merged_us(intervals)
     start = min(spans.start_us, intervals[0][0])
     end = max(spans.end_us, max(e for _, e in intervals))
     span = end - start
@@ -133,7 +133,7 @@ def gpu_time(events: Iterable[Any], spans: Spans) -> GpuTime | None:
                    idle_seconds=max(0.0, span - busy) / spans.count * US)
 
 
-def _merged(intervals: Sequence[tuple[float, float]]) -> float:
+def merged_us(intervals: Sequence[tuple[float, float]]) -> float:
     """Total length of sorted intervals, overlaps counted once (kernels on several streams)."""
     busy = 0.0
     start, end = intervals[0]
@@ -146,7 +146,7 @@ def _merged(intervals: Sequence[tuple[float, float]]) -> float:
     return busy + (end - start)
 
 
-def _is_device(event: Any) -> bool:
+def is_kernel(event: Any) -> bool:
     """A kernel, copy or memset on the GPU. Not a `record_function` range projected onto the
     GPU's timeline (Kineto's gpu_user_annotation, a CUDA event of the range's name): it spans
     its kernels and the gaps between them."""

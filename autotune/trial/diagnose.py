@@ -228,8 +228,9 @@ def gpu_busy_fraction(step: TrainStep, steps: int = 3) -> float | None:
     the fraction cannot exceed 1. None when the profiler records no kernels.
     """
     import torch
-    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
+
+    from autotune.trial.breakdown import is_kernel, merged_us
 
     batch, _ = step.next_batch()
     batch = step.to_device(batch, non_blocking=False)
@@ -240,20 +241,11 @@ def gpu_busy_fraction(step: TrainStep, steps: int = 3) -> float | None:
             step.resident_step(batch)
         torch.cuda.synchronize(step.device)
         wall_us = (time.perf_counter() - t0) * 1e6
-    intervals = sorted(
-        (e.time_range.start, e.time_range.end)
-        for e in prof.events()
-        if e.device_type == DeviceType.CUDA
-    )
+    # Kernels, copies and memsets; not a range projected onto the GPU's timeline (the
+    # optimizer's own `Optimizer.step#...`), which spans its kernels and the gaps between them.
+    intervals = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
+                       if is_kernel(e))
     if not intervals or wall_us <= 0:
         return None
-    busy = 0.0
-    start, end = intervals[0]
-    for s, e in intervals[1:]:
-        if s > end:
-            busy += end - start
-            start, end = s, e
-        else:
-            end = max(end, e)
-    busy += end - start
+    busy = merged_us(intervals)
     return min(1.0, busy / wall_us)
