@@ -197,6 +197,9 @@ def _common(best: Best) -> list[str]:
                      "(autotune export --to env, or autotune apply best.yaml -- python train.py)")
     if best.batch_note:
         notes.append(best.batch_note)
+    if best.config.params:
+        notes.append("params: your adapter's own knobs as the search chose them; set them where "
+                     "your code reads them (autotune.load_config('best.yaml').params)")
     return notes
 
 
@@ -234,6 +237,8 @@ def export_text(path: Path, target: str, *, fmt: str = "yaml") -> str:
     if exported.dataloader is not None:
         doc["dataloader"] = exported.dataloader
     doc["env"] = exported.env
+    if best.config.params:  # the adapter's own knobs: the trainer has no argument for them
+        doc["params"] = dict(best.config.params)
     doc["notes"] = list(exported.notes)
     if fmt == "json":
         return json.dumps(doc, indent=2) + "\n"

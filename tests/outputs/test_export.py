@@ -235,3 +235,11 @@ def test_both_exports_say_how_to_set_the_threads(tmp_path: Path, target: str) ->
     doc = exported(tmp_path, CPU_TUNED.replace(intra_op_threads=1), target)
     assert any("torch.set_num_threads(1)" in note for note in doc["notes"])
     assert not any("set_num_threads" in note for note in exported(tmp_path, CPU_TUNED, target)["notes"])
+
+
+@pytest.mark.parametrize("target", ["hf", "lightning"])
+def test_the_adapters_own_knobs_are_exported_with_a_note(tmp_path: Path, target: str) -> None:
+    doc = exported(tmp_path, CPU_TUNED.replace(params={"pad_to_multiple_of": 64}), target)
+    assert doc["params"] == {"pad_to_multiple_of": 64}
+    assert any(note.startswith("params: ") for note in doc["notes"])
+    assert "params" not in exported(tmp_path, CPU_TUNED, target)
