@@ -1,4 +1,4 @@
-"""`autotune` command line: search, show, lab, export, apply. Thin: parse, check input, call the
+"""`autotune` command line: search, show, lab, export, apply, check, profile. Thin: parse, check input, call the
 library. One module per subcommand (files.py holds the three that read a search's files)."""
 
 from __future__ import annotations
@@ -30,14 +30,18 @@ def build_parser() -> argparse.ArgumentParser:
     files.add_apply(sub)
     check.add_parser(sub)
     profile.add_parser(sub)
+    for command in sub.choices.values():  # an unknown flag is its subcommand's usage error
+        command.set_defaults(usage_parser=command)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
     if args.command is None:
-        parser.error("give a command: search, show, lab, export or apply")
+        parser.error("give a command: search, show, lab, export, apply, check or profile")
+    if unknown:  # with the subcommand's exit status (`autotune check`: 2, not a regression)
+        args.usage_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(args.func(args))
     except InputError as exc:

@@ -44,6 +44,7 @@ def test_check_passes_unchanged_and_fails_slowed_15_percent(
     ["--adapter", str(ADAPTER)],  # no --against
     ["--adapter", str(ADAPTER), "--against", "best.yaml", "--runs", "0"],
     ["--adapter", str(ADAPTER), "--against", "best.yaml", "--threshold", "1"],
+    ["--adapter", str(ADAPTER), "--against", "best.yaml", "--typo"],  # an unknown flag
 ])
 def test_a_usage_error_exits_2_not_1_which_means_a_regression(
         args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
