@@ -21,12 +21,13 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.fmt import human
 from autotune.contract.request import known_incompatible
 from autotune.contract.result import Verdict
-from autotune.study.policy.starts import EAGER, Start
+from autotune.study.policy.starts import EAGER, FOLLOW, Start
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 
 __all__ = ["DTYPE_PRIOR", "GAIN_SLACK", "LOADER_MARGIN", "DtypeStage", "cannot_win",
-           "compile_gains", "dtype_starts", "gains_of", "loader_ceiling"]
+           "adapter_knob_starts", "compile_gains", "dtype_starts", "gains_of", "loader_ceiling",
+           "one_shape_compiled"]
 
 DTYPE_PRIOR = ("bf16", "tf32", "fp16", "fp32")
 """The order of the eager dtype trials (a prior: it orders, it never skips)."""
@@ -69,8 +70,7 @@ def _verdict(record: TrialRecord) -> Verdict | None:
 def dtype_starts(space: SearchSpace, leader: TrainConfig, finished: Sequence[TrialRecord], *,
                  device: str) -> list[Start]:
     """Each amp dtype of the space not measured yet at `leader`'s batch and loader knobs,
-    eager, in the prior's order; then the fused optimizer at `leader`'s dtype, then each value
-    of the adapter's own knobs."""
+    eager, in the prior's order; then the fused optimizer at `leader`'s dtype."""
     seen = {r.config for r in finished if r.config is not None and r.result is not None}
     order = sorted(space.values("amp_dtype"),
                    key=lambda d: DTYPE_PRIOR.index(d) if d in DTYPE_PRIOR else len(DTYPE_PRIOR))
@@ -86,14 +86,16 @@ def dtype_starts(space: SearchSpace, leader: TrainConfig, finished: Sequence[Tri
     if fused.optimizer_impl == "fused" != leader.optimizer_impl and fused not in seen \
             and space.holds(fused) and known_incompatible(fused, device) is None:
         starts.append((f"{EAGER}{fused.describe()}", fused))
-    return starts + _adapter_knob_starts(space, leader, seen, device=device)
+    return starts
 
 
-def _adapter_knob_starts(space: SearchSpace, leader: TrainConfig, seen: set[TrainConfig], *,
-                         device: str) -> list[Start]:
+def adapter_knob_starts(space: SearchSpace, leader: TrainConfig,
+                        finished: Sequence[TrialRecord], *, device: str) -> list[Start]:
     """Each value of the adapter's own knobs at `leader`, one knob at a time, eager: the
     adapter knows what they do, the tool does not, and eager they cost seconds (padding to one
-    length, an attention implementation). Those that lead are compiled by the ladder."""
+    length, an attention implementation). Those that lead are compiled by the ladder, and one
+    that keeps the batches one shape is compiled anyway (`one_shape_compiled`)."""
+    seen = {r.config for r in finished if r.config is not None and r.result is not None}
     starts = []
     for name, current in leader.params.items():
         for value in space.values(name):
@@ -117,11 +119,16 @@ def loader_ceiling(config: TrainConfig, finished: Sequence[TrialRecord]
     return min(bounds, key=lambda b: b[0]) if bounds else None
 
 
-def compile_gains(finished: Sequence[TrialRecord]) -> dict[str, float]:
+def compile_gains(finished: Sequence[TrialRecord], shapes_vary: bool | None = None
+                  ) -> dict[str, float]:
     """The best gain each compile mode measured in this study (compiled over eager, the same
-    config otherwise)."""
+    config otherwise); with `shapes_vary`, only gains measured on steps whose shapes varied
+    alike (or unknown): a compile of one shape is not a compile of many."""
     best: dict[str, float] = {}
     for record in finished:
+        vary = record.result.shapes_vary if record.result is not None else None
+        if shapes_vary is not None and vary is not None and vary != shapes_vary:
+            continue
         for mode, gain in record.compile_gains.items():
             best[mode] = max(gain, best.get(mode, 0.0))
     return best
@@ -159,13 +166,13 @@ def cannot_win(config: TrainConfig, finished: Sequence[TrialRecord]
                       f"({human(best)}/s); its model's knobs cannot speed the loader")
     if config.compile == "none":
         return None
-    gain = compile_gains(finished).get(config.compile)
+    twin = next((r for r in ran if r.config == config.replace(compile="none")), None)
+    gain = compile_gains(finished, None if twin is None else twin.result.shapes_vary
+                         ).get(config.compile)
     if gain is not None and gain < 1.0:
-        twin = next((r for r in ran if r.config == config.replace(compile="none")), None)
         return gain * (twin.rate if twin is not None else best), (
             f"not run: compile={config.compile} ran slower than eager in this study "
             f"(best gain {gain:.2f}x)")
-    twin = next((r for r in ran if r.config == config.replace(compile="none")), None)
     if gain is not None and twin is not None and GAIN_SLACK * gain * twin.rate < best:
         expected = gain * twin.rate
         return expected, (f"not run: about {human(expected)}/s: its eager form (trial "
@@ -174,23 +181,52 @@ def cannot_win(config: TrainConfig, finished: Sequence[TrialRecord]
     return None
 
 
+def one_shape_compiled(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, *,
+                       device: str) -> list[Start]:
+    """An eager trial whose batches kept one shape while the best's varied, compiled: with
+    CUDA graphs on a GPU (one graph per shape) when the space has them, else the default mode.
+    Eager it may trail (a padded batch computes its padding), compiled it need not: a
+    transformers GPT-2 padded per batch ran 74k real tokens/s compiled with dynamic shapes, and
+    206k padded to 1024 with CUDA graphs (H100, 2026-11-25). The adapter's knobs are what make
+    the shape one (padding, bucketing); the tool sees only that it is."""
+    if done.config is None or done.result is None or best is None or best.result is None \
+            or not done.role.startswith(EAGER) or done.config.compile != "none":
+        return []
+    if done.result.shapes_vary is not False or best.result.shapes_vary is not True:
+        return []
+    modes = [m for m in (("reduce-overhead", "default") if device == "cuda" else ("default",))
+             if m in space.values("compile")]
+    for mode in modes:
+        config = done.config.replace(compile=mode)
+        if space.holds(config) and known_incompatible(config, device) is None:
+            return [(f"{FOLLOW}{config.describe()}", config)]
+    return []
+
+
 class DtypeStage:
     """Queues the eager dtype trials once, on a GPU, at the best eager config: when the step
-    is input-bound, only once the loader's knobs are settled (no loader start pending)."""
+    is input-bound, only once the loader's knobs are settled (no loader start pending). Once
+    they have run, the adapter's own knobs, at the best eager config then."""
 
     def __init__(self, space: SearchSpace, *, device: str) -> None:
         self.space = space
         self.device = device
         self.queued = False
+        self.knobs_queued = not space.baseline.params  # an adapter without knobs: nothing
 
     def due(self, finished: Sequence[TrialRecord], pending: Sequence[Start]) -> list[Start]:
-        if self.queued or self.device != "cuda":
+        if self.device != "cuda" or (self.queued and self.knobs_queued):
             return []
         eager = [r for r in _measured(finished) if r.config.compile == "none"]
         if not eager:
             return []
         leader = max(eager, key=lambda r: r.rate)
         seen = {r.config for r in finished if r.result is not None}
+        if self.queued:  # the adapter's knobs, once no eager dtype trial is left to run
+            if any(role.startswith(EAGER) and c not in seen for role, c in pending):
+                return []
+            self.knobs_queued = True
+            return adapter_knob_starts(self.space, leader.config, finished, device=self.device)
         if _verdict(leader) is Verdict.INPUT and any(c not in seen for _, c in pending):
             return []  # the loader is the limit and its climb goes on
         self.queued = True

@@ -4,6 +4,8 @@ gains here) is not run; an input-bound step's loader climbs to the free cores fi
 
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +16,9 @@ from optuna.trial import TrialState
 
 from autotune import Adapter, Diagnosis, Status, TrainConfig, TrialResult, Verdict
 from autotune.outputs.display import QuietListener
-from autotune.study.policy.eager import (DtypeStage, cannot_win, compile_gains, dtype_starts,
-                                         gains_of)
+from autotune.study.policy.eager import (DtypeStage, adapter_knob_starts, cannot_win,
+                                         compile_gains, dtype_starts, gains_of,
+                                         one_shape_compiled)
 from autotune.study.policy.starts import Ladder, diagnosed_recipe, follow_ups, initial_starts
 from autotune.study.search import Search, SearchSettings
 from autotune.study.space.bound import SearchSpace
@@ -128,15 +131,62 @@ class Padded(Eight):
 def test_each_value_of_the_adapters_knobs_is_measured_eagerly_one_knob_at_a_time() -> None:
     space = parse_space(GPU_SPACE, source="s.yaml", adapter=Padded, device_type="cuda", cpus=16)
     leader = space.changed(EAGER, amp_dtype="tf32")
-    starts = [c for _, c in dtype_starts(space, leader, [done(1, leader)], device="cuda")]
+    assert all(c.params == leader.params for _, c in dtype_starts(space, leader, [],
+                                                                   device="cuda"))
+    starts = [c for _, c in adapter_knob_starts(space, leader, [done(1, leader)], device="cuda")]
     knobbed = [c for c in starts if c.params != leader.params]
+    assert knobbed == starts
     assert [dict(c.params) for c in knobbed] == [  # the knobs in name order
         {"attn": "eager", "pad": None}, {"attn": "sdpa", "pad": 64},
         {"attn": "sdpa", "pad": 1024}]
     assert all(c.amp_dtype == "tf32" and c.compile == "none" for c in knobbed)
     # Measured already: not again.
     ran = [done(1, leader), done(2, knobbed[1])]
-    assert knobbed[1] not in [c for _, c in dtype_starts(space, leader, ran, device="cuda")]
+    assert knobbed[1] not in [c for _, c in adapter_knob_starts(space, leader, ran,
+                                                                 device="cuda")]
+
+
+def shaped(record: TrialRecord, vary: bool | None) -> TrialRecord:
+    assert record.result is not None
+    return dataclasses.replace(record, result=record.result.replace(shapes_vary=vary))
+
+
+def test_an_eager_trial_of_one_shape_is_compiled_with_graphs_when_the_bests_shapes_vary() -> None:
+    space = parse_space(GPU_SPACE, source="s.yaml", adapter=Padded, device_type="cuda", cpus=16)
+    leader = space.changed(EAGER, amp_dtype="tf32")
+    padded = space.changed(leader, pad=1024)
+    best = shaped(done(1, leader, throughput=70.0), True)
+    one = shaped(done(2, padded, role=f"eager: {padded.describe()}", throughput=50.0), False)
+    assert one_shape_compiled(space, one, best, device="cuda") == [
+        (f"follow: {padded.replace(compile='reduce-overhead').describe()}",
+         padded.replace(compile="reduce-overhead"))]
+    # On a CPU there are no CUDA graphs: the default mode.
+    cpu = parse_space({"amp_dtype": {"choices": ["fp32", "bf16"]},
+                       "compile": {"choices": ["none", "default"]}}, source="s.yaml",
+                      adapter=Padded, device_type="cpu", cpus=2)
+    bf16 = cpu.changed(cpu.baseline, amp_dtype="bf16", pad=1024)
+    assert [c.compile for _, c in one_shape_compiled(
+        cpu, shaped(done(2, bf16, role="eager: x"), False), best, device="cpu")] == ["default"]
+    # Nothing when the best's shapes did not vary, the trial's did, or it was not an eager trial.
+    assert one_shape_compiled(space, one, shaped(best, False), device="cuda") == []
+    assert one_shape_compiled(space, shaped(one, True), best, device="cuda") == []
+    assert one_shape_compiled(space, shaped(one, False).__class__(
+        **{**one.__dict__, "role": "recipe"}), best, device="cuda") == []
+
+
+def test_a_compile_gain_of_varying_shapes_does_not_judge_a_compile_of_one_shape() -> None:
+    space = parse_space(GPU_SPACE, source="s.yaml", adapter=Padded, device_type="cuda", cpus=16)
+    leader = space.changed(EAGER, amp_dtype="tf32")
+    padded = space.changed(leader, pad=1024)
+    # Per-batch padding: compiled 70 over eager 60 with reduce-overhead, 1.17x.
+    ran = [shaped(done(1, leader, throughput=60.0), True),
+           shaped(done(2, leader.replace(compile="reduce-overhead"), throughput=70.0,
+                       gains={"reduce-overhead": 70 / 60}), True),
+           shaped(done(3, padded, throughput=50.0), False)]
+    graphs = padded.replace(compile="reduce-overhead")
+    assert cannot_win(graphs, ran) is None  # 1.17 x 50 < 70, but that gain was of many shapes
+    same = [*ran[:2], shaped(ran[2], True)]
+    assert cannot_win(graphs, same) is not None  # of many shapes alike: it judges
 
 
 def test_the_dtype_stage_runs_once_and_waits_for_an_input_bound_loader_to_settle() -> None:
@@ -264,3 +314,41 @@ def test_on_a_gpu_every_dtype_runs_eager_before_the_first_compile_which_takes_th
     study = optuna.load_study(study_name="t", storage=f"sqlite:///{tmp_path / 'study.db'}")
     last = max(read_records(study), key=lambda r: r.number)
     assert last.compile_gains == {"default": pytest.approx(1.31)}
+
+
+def padded_to_one_shape(call: int, request: Any) -> TrialResult:
+    """The transformers GPT-2 of issue 25 (H100, 2026-11-25), tokens/s: per-batch padding
+    varies in shape and compiles dynamically (1.31x); padded to 1024 it keeps one shape,
+    trails eager (the padding is computed) and runs 206k with CUDA graphs."""
+    config = request.config
+    one = config.params.get("pad") == 1024
+    rate = EAGER_RATES[config.amp_dtype] * (0.8 if one else 1.0)
+    if config.compile != "none":
+        rate = 206e3 if one and config.compile == "reduce-overhead" else rate * 1.31
+    return TrialResult(status=Status.OK, throughput=rate, shapes_vary=not one,
+                       diagnosis=Diagnosis(verdict=Verdict.COMPUTE, suggestion="",
+                                           throughput=rate, loader_rate=1e7, compute_rate=rate,
+                                           data_wait_fraction=0.0, gpu_busy_fraction=0.95))
+
+
+def test_padding_to_one_shape_is_found_though_it_trails_eager(tmp_path: Path) -> None:
+    class Padding(Adapter):
+        unit = "tokens"
+        batch_size = 8
+        knobs = {"pad": {"choices": [None, 1024]}}
+
+    raw = {"amp_dtype": {"choices": ["fp32", "tf32", "bf16"]},
+           "compile": {"choices": ["none", "default", "reduce-overhead"]}}
+    space = parse_space(raw, source="s.yaml", adapter=Padding, device_type="cuda", cpus=16)
+    runner = FakeRunner(padded_to_one_shape)
+    settings = SearchSettings(adapter=tmp_path / "a.py", space_source="s.yaml", device="cuda",
+                              out=tmp_path / "out", storage=str(tmp_path / "study.db"),
+                              study_name="t", trials=7, seed=0, confirm=0)
+    Search(settings, space, Padding, runner=runner, listener=QuietListener()).run()
+    ran = [(q.config.amp_dtype, q.config.compile, q.config.params["pad"]) for q in runner.requests]
+    # The baseline, the eager dtypes, the padded eager trial (slower), then it compiled with
+    # CUDA graphs: the best, in the first seven trials.
+    assert ("tf32", "none", 1024) in ran
+    assert ran.index(("tf32", "reduce-overhead", 1024)) < 7, ran
+    study = optuna.load_study(study_name="t", storage=f"sqlite:///{tmp_path / 'study.db'}")
+    assert study.best_value == pytest.approx(206e3)
