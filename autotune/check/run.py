@@ -170,6 +170,10 @@ def _conclude(settings: CheckSettings, baseline: Baseline, unit: str,
     rates = [float(r.throughput or 0.0) for r in ok]
     if settings.update is not None:
         return _update(settings, baseline, unit, ok, rates, facts, failed)
+    if failed:  # a config that no longer runs every time has regressed, whatever the rest read
+        return Outcome(code=ExitCode.REGRESSION,
+                       line=f"failed: {len(failed)} of {len(results)} runs did not finish ok "
+                            f"({failed[0]})", notes=tuple(failed[1:]), facts=facts)
     verdict = judge(rates, baseline.throughput, threshold=settings.threshold)
     notes = [*noise_notes(verdict, ok, unit), *failed]
     if baseline.how and "confirmation" not in baseline.how and "fresh" not in baseline.how:

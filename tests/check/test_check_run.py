@@ -133,3 +133,23 @@ def test_best_yaml_gives_its_confirmed_figure_and_provenance() -> None:
     assert (stored.device, stored.device_kind, stored.torch) == ("NVIDIA H100 80GB HBM3", "cuda",
                                                                  "2.11.0+cu130")
     assert stored.how == "median of the confirmation runs" and stored.config.compile == "default"
+
+
+def test_a_run_that_fails_while_others_pass_is_a_regression(tmp_path: Path) -> None:
+    """A change that makes the config run out of memory now and then has regressed: the runs
+    that passed do not speak for it."""
+    def some_oom(i: int, request: TrialRequest) -> TrialResult:
+        return (TrialResult(status=Status.OOM, reason="CUDA out of memory") if i < 2
+                else TrialResult(status=Status.OK, throughput=400.0))
+
+    outcome = check(baseline_file(tmp_path / "b.json"), FakeRunner(some_oom))
+    assert outcome.code == 1 and outcome.line.startswith("failed: 2 of 3 runs did not finish ok")
+    assert outcome.notes == ("run 2: oom: CUDA out of memory",)
+
+
+def test_best_yamls_adapter_knobs_are_run(tmp_path: Path) -> None:
+    best = tmp_path / "best.yaml"
+    best.write_text(json.dumps({"config": {"batch_size": 8}, "params": {"forward": "fast"},
+                                "throughput": {"value": 400.0, "unit": "samples/s"},
+                                "provenance": {"device_kind": "cpu", "torch": torch.__version__}}))
+    assert dict(read_baseline(best).config.params) == {"forward": "fast"}
