@@ -69,3 +69,14 @@ def test_the_step_moves_its_batches_in_the_configs_format(tiny_adapter: Path) ->
         step()  # the tiny model has no 4-D tensor: the format changes nothing there
     finally:
         step.close()
+
+
+def test_channels_last_converts_4d_floating_tensors_and_leaves_5d_ones() -> None:
+    from autotune.trial.features.memory_format import apply_memory_format
+
+    model = torch.nn.Sequential(torch.nn.Conv3d(2, 4, 3), torch.nn.Conv2d(2, 4, 3))
+    weight2d = model[1].weight
+    apply_memory_format(model, "channels_last")  # Module.to would refuse the Conv3d's weight
+    assert model[1].weight is weight2d  # the same Parameter: an optimizer keeps it
+    assert weight2d.is_contiguous(memory_format=torch.channels_last)
+    assert model[0].weight.is_contiguous()

@@ -83,3 +83,20 @@ def test_the_step_trains_with_the_rebuilt_optimizer(tiny_adapter: Path,
         assert step.finite() and capsys.readouterr().err == ""
     finally:
         step.close()
+
+
+def test_an_optimizer_with_a_scheduler_or_hooks_is_left_as_built() -> None:
+    from autotune.trial.features.optimizer import apply_optimizer_impl
+
+    model = torch.nn.Linear(2, 2)
+    scheduled = torch.optim.AdamW(model.parameters(), lr=1.0)
+    torch.optim.lr_scheduler.StepLR(scheduled, step_size=1, gamma=0.5)
+    same, note = apply_optimizer_impl(scheduled, "foreach")
+    assert same is scheduled and "an LR scheduler attached" in note
+    hooked = torch.optim.AdamW(model.parameters(), lr=1.0)
+    hooked.register_step_post_hook(lambda opt, args, kwargs: None)
+    same, note = apply_optimizer_impl(hooked, "foreach")
+    assert same is hooked and "step hooks attached" in note
+    plain = torch.optim.AdamW(model.parameters(), lr=1.0)
+    rebuilt, note = apply_optimizer_impl(plain, "foreach")
+    assert rebuilt is not plain and note == ""

@@ -25,9 +25,9 @@ from autotune.study.policy.starts import EAGER, FOLLOW, Start
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 
-__all__ = ["DTYPE_PRIOR", "GAIN_SLACK", "LOADER_MARGIN", "DtypeStage", "cannot_win",
-           "adapter_knob_starts", "compile_gains", "dtype_starts", "gains_of", "loader_ceiling",
-           "one_shape_compiled"]
+__all__ = ["DTYPE_PRIOR", "GAIN_SLACK", "LOADER_MARGIN", "MAX_KNOB_VALUES", "DtypeStage",
+           "adapter_knob_starts", "cannot_win", "compile_gains", "dtype_starts", "gains_of",
+           "loader_ceiling", "one_shape_compiled"]
 
 DTYPE_PRIOR = ("bf16", "tf32", "fp16", "fp32")
 """The order of the eager dtype trials (a prior: it orders, it never skips)."""
@@ -38,6 +38,10 @@ GAIN_SLACK = 1.1
 """A compiled config is expected at its eager rate x the best gain its mode measured in this
 study; within this factor of the best so far it still runs (gains differ between configs:
 GPT-2 on an H100, bf16 `default`: 1.12x at bs 64, 1.16x at bs 8)."""
+
+MAX_KNOB_VALUES = 4
+"""An adapter knob with more values than this (an int range) is measured eagerly at its ends
+and its middle only: a range of 16-4096 would otherwise queue 4,081 trials."""
 
 _LOADER_KNOBS = ("batch_size", "num_workers", "prefetch_factor", "pin_memory",
                  "persistent_workers")
@@ -98,7 +102,10 @@ def adapter_knob_starts(space: SearchSpace, leader: TrainConfig,
     seen = {r.config for r in finished if r.config is not None and r.result is not None}
     starts = []
     for name, current in leader.params.items():
-        for value in space.values(name):
+        values = space.values(name)
+        if len(values) > MAX_KNOB_VALUES:  # a range: its ends and its middle, the rest to TPE
+            values = (values[0], values[len(values) // 2], values[-1])
+        for value in values:
             config = space.changed(leader, compile="none", **{name: value})
             if value != current and config.params.get(name) == value and config not in seen \
                     and space.holds(config) and known_incompatible(config, device) is None:

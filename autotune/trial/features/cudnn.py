@@ -10,5 +10,8 @@ __all__ = ["apply_cudnn_benchmark"]
 
 
 def apply_cudnn_benchmark(enabled: bool) -> None:
-    """Set `torch.backends.cudnn.benchmark` (False is PyTorch's default)."""
-    torch.backends.cudnn.benchmark = enabled
+    """Turn `torch.backends.cudnn.benchmark` on when the config says so. False leaves it as the
+    process has it: PyTorch's default (off) in a trial, the user's own choice in production (a
+    space that does not search the knob writes False)."""
+    if enabled:
+        torch.backends.cudnn.benchmark = True

@@ -18,7 +18,14 @@ def batch_format(name: str) -> torch.memory_format | None:
 
 
 def apply_memory_format(model: torch.nn.Module, name: str) -> torch.nn.Module:
-    """The model with its 4-D parameters and buffers in `name`'s format, in place (the same
-    Parameter objects: an optimizer built before keeps them)."""
+    """The model with its 4-D floating parameters and buffers in `name`'s format, in place (the
+    same Parameter objects: an optimizer built before keeps them). Only 4-D ones: `Module.to`
+    would refuse a 5-D weight (a Conv3d) for channels_last."""
     fmt = batch_format(name)
-    return model if fmt is None else model.to(memory_format=fmt)
+    if fmt is None:
+        return model
+    with torch.no_grad():
+        for tensor in (*model.parameters(), *model.buffers()):
+            if tensor.dim() == 4 and tensor.is_floating_point():
+                tensor.data = tensor.data.contiguous(memory_format=fmt)
+    return model

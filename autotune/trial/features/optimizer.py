@@ -34,9 +34,12 @@ def apply_optimizer_impl(optimizer: Any, impl: str) -> tuple[Any, str]:
     params = inspect.signature(cls.__init__).parameters
     if impl not in params:
         return optimizer, left + f"{cls.__name__}.__init__ has no {impl!r} argument"
-    if optimizer.state:
-        return optimizer, left + f"{cls.__name__} already holds state (it stepped): a rebuild " \
-                                 "would lose it"
+    if optimizer.state:  # it stepped, or its constructor made state (Adagrad's sums)
+        return optimizer, left + f"{cls.__name__} already holds state: a rebuild would lose it"
+    attached = _attached(optimizer)
+    if attached:
+        return optimizer, left + f"{cls.__name__} has {attached} attached: a rebuild would " \
+                                 "drop it (build the optimizer alone in optimizer())"
     flags = {name: name == impl for name in _FLAGS if name in params}
     # Each group keeps its own hyperparameters; the constructor's arguments are the defaults.
     groups = [{**group, **flags} for group in optimizer.param_groups]
@@ -46,3 +49,15 @@ def apply_optimizer_impl(optimizer: Any, impl: str) -> tuple[Any, str]:
     except (RuntimeError, ValueError, TypeError) as exc:
         raise RuntimeError(f"optimizer_impl={impl}: {cls.__name__}({impl}=True) refused: "
                            f"{exc}") from exc
+
+
+def _attached(optimizer: torch.optim.Optimizer) -> str:
+    """What the adapter hooked onto the optimizer that a new one would not have: an LR
+    scheduler (it sets `initial_lr` in every group and wraps `step`), step hooks."""
+    if any("initial_lr" in group for group in optimizer.param_groups) \
+            or "step" in vars(optimizer):
+        return "an LR scheduler"
+    if getattr(optimizer, "_optimizer_step_pre_hooks", None) \
+            or getattr(optimizer, "_optimizer_step_post_hooks", None):
+        return "step hooks"
+    return ""

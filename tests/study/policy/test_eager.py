@@ -146,6 +146,15 @@ def test_each_value_of_the_adapters_knobs_is_measured_eagerly_one_knob_at_a_time
                                                                  device="cuda")]
 
 
+def test_a_range_knob_is_measured_eagerly_at_its_ends_and_middle() -> None:
+    class Long(Eight):
+        knobs = {"seq_len": {"low": 16, "high": 4096}}
+
+    space = parse_space(GPU_SPACE, source="s.yaml", adapter=Long, device_type="cuda", cpus=16)
+    starts = adapter_knob_starts(space, space.baseline, [], device="cuda")
+    assert [c.params["seq_len"] for _, c in starts] == [16 + 4080 // 2, 4096]  # 16: the leader's
+
+
 def shaped(record: TrialRecord, vary: bool | None) -> TrialRecord:
     assert record.result is not None
     return dataclasses.replace(record, result=record.result.replace(shapes_vary=vary))
