@@ -219,6 +219,10 @@ def read_config(path: str | Path) -> TrainConfig:
     """A config from `best.yaml` (its `config:` block) or from a YAML of knobs alone."""
     data = _read_yaml(Path(path))
     if isinstance(data, Mapping) and "config" in data:
+        if isinstance(data["config"], Mapping) and data.get("params") \
+                and "params" in data["config"]:
+            raise InputError(f"{path}: params both under config: and at the top; keep one "
+                             "(best.yaml writes them at the top)")
         if isinstance(data["config"], Mapping) and data.get("params"):  # best.yaml's params:
             return TrainConfig.from_dict({**data["config"], "params": data["params"]},
                                          source=f"{path}: config, params")

@@ -209,3 +209,10 @@ def test_alloc_conf_and_env() -> None:
     assert TrainConfig(batch_size=8, max_split_size_mb=128).alloc_conf == "max_split_size_mb:128"
     assert FULL.alloc_conf == "expandable_segments:True,max_split_size_mb:512"
     assert FULL.env == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True,max_split_size_mb:512"}
+
+
+def test_params_in_both_places_of_a_best_yaml_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "best.yaml"
+    path.write_text("config: {batch_size: 8, params: {a: 1}}\nparams: {b: 2}\n")
+    with pytest.raises(InputError, match="params both under config: and at the top"):
+        read_config(path)

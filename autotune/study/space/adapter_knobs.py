@@ -101,6 +101,13 @@ def _own_knob(name: str, entry: Mapping[str, Any], where: str, parse: Parse) -> 
             raise InputError(f"{where}: choices are null, true/false, numbers or strings, got "
                              f"{value!r}; name each variant by a string and build it in the "
                              "adapter")
+    if isinstance(choices, list):
+        keys = [(type(v), v) for v in choices]
+        alike = [v for v, k in zip(choices, keys) if sum(k2[1] == k[1] for k2 in keys) > 1
+                 and sum(k2 == k for k2 in keys) == 1]
+        if alike:  # True == 1 == 1.0 in Python: one would silently stand for the other
+            raise InputError(f"{where}: choices {alike} are equal in Python but of different "
+                             "types (true and 1, 1 and 1.0); keep one of each")
     domain = {k: v for k, v in entry.items() if k not in ("affects", "default")}
     # Any listed value is one of the knob's own: the parser's type checks are the tool's.
     spec = KnobSpec(name=name, allowed=tuple(choices) if isinstance(choices, list) else None)
@@ -108,7 +115,9 @@ def _own_knob(name: str, entry: Mapping[str, Any], where: str, parse: Parse) -> 
     if "default" not in entry:
         return knob, knob.choices[0] if knob.choices is not None else knob.low
     default = entry["default"]
-    if not isinstance(default, SCALARS) or not knob.contains(default):
+    whole = knob.choices is not None or (isinstance(default, int)
+                                         and not isinstance(default, bool))
+    if not isinstance(default, SCALARS) or not whole or not knob.contains(default):
         raise InputError(f"{where}: default {default!r} is not among its values "
                          f"({knob.describe()}); add it, or drop `default:` (the first value)")
     return knob, default

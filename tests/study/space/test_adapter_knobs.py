@@ -98,6 +98,11 @@ def test_a_loader_only_knob_keeps_the_compile_cache_key_a_model_knob_changes_it(
 
 WRONG = [
     ("a list", ["pad"], "must be a dict of knob name -> entry"),
+    ("true and 1", {"pad": {"choices": [True, 1]}}, "equal in Python but of different types"),
+    ("a fraction default of a range", {"n": {"low": 1, "high": 8, "default": 3.5}},
+     "default 3.5 is not among its values"),
+    ("a bool default of a range", {"n": {"low": 1, "high": 8, "default": True}},
+     "default True is not among its values"),
     ("not an entry", {"pad": [1, 2]}, "'pad']: expected an entry like"),
     ("unknown field", {"pad": {"choices": [1], "values": [2]}}, "unknown field(s) ['values']"),
     ("no domain", {"pad": {"affects": "loader"}}, "give exactly one of"),
