@@ -190,6 +190,14 @@ def test_at_the_largest_batch_the_best_configs_choices_are_checked() -> None:
     ]
 
 
+def test_an_input_bound_best_is_not_checked_compiled() -> None:
+    eager = RECIPE.replace(batch_size=64)
+    compute = done(1, eager, Verdict.COMPUTE)
+    assert eager.replace(compile="default") in ups(space_of(CPU_SPACE), compute, compute)
+    loader = done(1, eager, Verdict.INPUT)  # the loader is the limit: the model's compile
+    assert all(c.compile == "none" for c in ups(space_of(CPU_SPACE), loader, loader))
+
+
 GPU_SPACE = {**CPU_SPACE, "pin_memory": {"choices": [False, True]},
              "expandable_segments": {"choices": [False, True]}}
 
