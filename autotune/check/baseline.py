@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from autotune.contract.config import TrainConfig
+from autotune.contract.config import TrainConfig, config_of
 from autotune.contract.errors import InputError
 from autotune.contract.files import atomic_write_text
 from autotune.contract.fmt import rounded
@@ -77,11 +77,8 @@ def read_baseline(path: Path) -> Baseline:
                          f"as 'tokens/s', got {throughput!r}")
     prov = doc.get("provenance") if isinstance(doc.get("provenance"), Mapping) else {}
     kind = prov.get("device_kind") if prov.get("device_kind") in ("cuda", "cpu") else "cuda"
-    config = doc["config"]
-    if isinstance(config, Mapping) and isinstance(doc.get("params"), Mapping):
-        config = {**config, "params": doc["params"]}  # best.yaml's adapter knobs, beside it
     return Baseline(
-        config=TrainConfig.from_dict(config, source=f"{path}: config"),
+        config=config_of(doc, source=str(path)),
         throughput=float(value), unit=unit.removesuffix("/s"),
         runs=_runs(doc), how=str(throughput.get("from") or ""),
         device=prov.get("device"), device_kind=kind, torch=prov.get("torch"),

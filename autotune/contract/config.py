@@ -26,7 +26,8 @@ from autotune.contract.knobs import (
 )
 from autotune.contract.params import Params
 
-__all__ = ["KNOB", "KNOBS", "SDPA_BACKENDS", "TrainConfig", "describe_config", "read_config"]
+__all__ = ["KNOB", "KNOBS", "SDPA_BACKENDS", "TrainConfig", "config_of", "describe_config",
+           "read_config"]
 
 SDPA_BACKENDS = ("default", "flash", "efficient", "cudnn", "math")
 """`sdpa_backend`'s values: PyTorch's choice, or one `torch.nn.attention.SDPBackend`."""
@@ -219,15 +220,21 @@ def read_config(path: str | Path) -> TrainConfig:
     """A config from `best.yaml` (its `config:` block) or from a YAML of knobs alone."""
     data = _read_yaml(Path(path))
     if isinstance(data, Mapping) and "config" in data:
-        if isinstance(data["config"], Mapping) and data.get("params") \
-                and "params" in data["config"]:
-            raise InputError(f"{path}: params both under config: and at the top; keep one "
-                             "(best.yaml writes them at the top)")
-        if isinstance(data["config"], Mapping) and data.get("params"):  # best.yaml's params:
-            return TrainConfig.from_dict({**data["config"], "params": data["params"]},
-                                         source=f"{path}: config, params")
-        return TrainConfig.from_dict(data["config"], source=f"{path}: config")
+        return config_of(data, source=str(path))
     return TrainConfig.from_dict(data, source=str(path))
+
+
+def config_of(doc: Mapping[str, Any], *, source: str) -> TrainConfig:
+    """The config of a document with a `config:` block (best.yaml, a check baseline), with the
+    adapter's knobs best.yaml writes beside it (`params:`), naming `source` in errors."""
+    config = doc["config"]
+    if isinstance(config, Mapping) and doc.get("params"):
+        if "params" in config:
+            raise InputError(f"{source}: params both under config: and at the top; keep one "
+                             "(best.yaml writes them at the top)")
+        return TrainConfig.from_dict({**config, "params": doc["params"]},
+                                     source=f"{source}: config, params")
+    return TrainConfig.from_dict(config, source=f"{source}: config")
 
 
 def _read_yaml(path: Path) -> Any:
