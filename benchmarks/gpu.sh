@@ -6,15 +6,17 @@
 # a device command may take 600 s), whichever is less. Output goes to $OUT.
 #
 # Jobs (ADAPTER is a name in adapters/, e.g. gpt, resnet, tinyblocks):
-#   search ADAPTER SECONDS [search flags...]  a search of the default space, --seed 0:
-#       $OUT/ADAPTER.tgz (the output folder without caches) and ADAPTER-{best.yaml,trials.csv,
-#       throughput.png}
+#   search ADAPTER[:TAG] SECONDS [search flags...]  a search of the default space, --seed 0, in
+#       /tmp/search-ADAPTER[-TAG]: $OUT/ADAPTER[-TAG].tgz (the output folder without caches) and
+#       ADAPTER[-TAG]-{best.yaml,trials.csv,throughput.png}
 #   grid ADAPTER:BOUND[:CAP] ...               benchmarks/search/grid.py over
 #       benchmarks/grids/BOUND.yaml: $OUT/grid-ADAPTER.{json,log}
+#   (CONFIG "-" is results/h100/search/ADAPTER/best.yaml, "@" this call's search of ADAPTER)
 #   fidelity ADAPTER [CONFIG|-] [REPEATS=3] [WARMUP=30] [SECONDS=60]   benchmarks/measurement/
 #       fidelity.py; CONFIG "-" is results/h100/search/ADAPTER/best.yaml: $OUT/ADAPTER-fidelity.*
-#   versus ADAPTER [RUNS=2]                    benchmarks/search/versus.py: that best.yaml against
-#       results/h100/grids/ADAPTER.json's optimum: $OUT/versus-ADAPTER.{json,log}
+#   versus ADAPTER [RUNS=2] [CONFIG] [GRID] [flags]  benchmarks/search/versus.py: CONFIG (as
+#       below; "@TAG" is this call's search ADAPTER:TAG) against GRID's optimum (this call's
+#       grid of ADAPTER, else results/h100/grids/ADAPTER.json): $OUT/versus-ADAPTER[-TAG].*
 #   lab ADAPTER [CONFIG|-] [REPEATS=2] [MEASURE_SECONDS=8]   autotune lab: $OUT/ADAPTER-lab/
 #   profile ADAPTER [CONFIG|-|""] [FLAGS...]  autotune profile --tensorboard on CUDA; CONFIG "-"
 #       (or none) is results/h100/search/ADAPTER/best.yaml, "" is none (then e.g. --compare
@@ -51,22 +53,35 @@ run() {  # LOG TAIL SECONDS CMD...: run CMD under a time limit, its output to LO
 
 adapter_env() {  # NAME: the environment its committed results ran with (used unquoted: no spaces)
   if [ "$1" = tinyblocks ]; then echo "TINY_BATCH=${TINY_BATCH:-64}"; fi
+  # The quick start's example at a GPU host's size: 128-px crops of 144-px images (about 1.2 ms
+  # of NumPy a image on one core, so 15 workers pass 10k images/s), batch 128 (issue 24's class).
+  if [ "$1" = augment ]; then
+    echo "AUGMENT_STORED=${AUGMENT_STORED:-144} AUGMENT_CROP=${AUGMENT_CROP:-128}" \
+      "AUGMENT_WIDTH=${AUGMENT_WIDTH:-64} AUGMENT_BATCH=${AUGMENT_BATCH:-128}"
+  fi
 }
 
-config_of() {  # NAME CONFIG: "-" or empty means the searched winner in results/h100/search/
-  if [ -z "${2:-}" ] || [ "$2" = - ]; then echo "results/h100/search/$1/best.yaml"; else echo "$2"; fi
+config_of() {  # NAME CONFIG: "-" or empty means the searched winner in results/h100/search/;
+  # "@" or "@TAG" the winner of this call's `search NAME[:TAG]` (/tmp/search-NAME[-TAG]/)
+  case "${2:-}" in
+    ""|-) echo "results/h100/search/$1/best.yaml" ;;
+    @) echo "/tmp/search-$1/best.yaml" ;;
+    @*) echo "/tmp/search-$1-${2#@}/best.yaml" ;;
+    *) echo "$2" ;;
+  esac
 }
 
-search_job() {  # ADAPTER SECONDS [flags...]
-  local name=$1 budget=$2 work=/tmp/search-$1; shift 2
+search_job() {  # ADAPTER[:TAG] SECONDS [flags...]: a TAG keeps two searches of one adapter apart
+  local name=${1%%:*} key=${1/:/-} budget=$2; shift 2
+  local work=/tmp/search-$key
   [ -z "$DRY" ] && { rm -rf "$work"; mkdir -p "$work"; }
   run "$work/search.log" 45 "$(left $((budget + 25)))" env $(adapter_env "$name") \
     python3 -m autotune search --adapter "adapters/$name.py" --space default --timeout "$budget" \
     --seed 0 --out "$work" "$@"
   [ -n "$DRY" ] && return 0
   COLUMNS=200 python3 -m autotune show "$work" 2>&1 | tail -22
-  for f in best.yaml trials.csv throughput.png; do cp "$work/$f" "$OUT/$name-$f" 2>/dev/null; done
-  tar czf "$OUT/$name.tgz" -C /tmp --exclude='*.bin' --exclude='compile-cache' "search-$name"
+  for f in best.yaml trials.csv throughput.png; do cp "$work/$f" "$OUT/$key-$f" 2>/dev/null; done
+  tar czf "$OUT/$key.tgz" -C /tmp --exclude='*.bin' --exclude='compile-cache' "search-$key"
 }
 
 grid_job() {  # ADAPTER:BOUND[:CAP] ...
@@ -88,12 +103,18 @@ fidelity_job() {  # ADAPTER [CONFIG] [REPEATS] [WARMUP] [SECONDS]
     --seconds "${5:-60}" --json "$OUT/$name-fidelity.json"
 }
 
-versus_job() {  # ADAPTER [RUNS]
-  local name=$1
-  run "$OUT/versus-$name.log" 6 "$(left "$LIMIT")" env $(adapter_env "$name") \
-    python3 $here/search/versus.py --adapter "adapters/$name.py" --best "$(config_of "$name")" \
-    --grid "results/h100/grids/$name.json" --device cuda --runs "${2:-2}" \
-    --json "$OUT/versus-$name.json"
+versus_job() {  # ADAPTER [RUNS] [CONFIG] [GRID] [versus.py flags...]: GRID defaults to this
+  # call's grid of ADAPTER ($OUT/grid-ADAPTER.json) when there is one, else the committed one
+  local name=$1 runs=${2:-2} best grid=${4:-} key=$1
+  best=$(config_of "$name" "${3:-}")
+  case "${3:-}" in @?*) key=$name-${3#@} ;; esac
+  if [ -z "$grid" ]; then
+    grid=results/h100/grids/$name.json; [ -f "$OUT/grid-$name.json" ] && grid=$OUT/grid-$name.json
+  fi
+  shift $(( $# < 4 ? $# : 4 ))
+  run "$OUT/versus-$key.log" 6 "$(left "$LIMIT")" env $(adapter_env "$name") \
+    python3 $here/search/versus.py --adapter "adapters/$name.py" --best "$best" \
+    --grid "$grid" --device cuda --runs "$runs" --json "$OUT/versus-$key.json" "$@"
 }
 
 lab_job() {  # ADAPTER [CONFIG] [REPEATS] [MEASURE_SECONDS]

@@ -2,7 +2,11 @@
 
     python benchmarks/search/versus.py --adapter adapters/resnet.py \
         --best results/h100/search/resnet/best.yaml --grid results/h100/grids/resnet.json \
-        [--runs 3] [--measure-seconds 20] [--json OUT.json]
+        [--against OTHER.yaml ...] [--runs 3] [--measure-seconds 20] [--json OUT.json]
+
+`--against` adds configs (a best.yaml or a config YAML, adapter `params:` included) to the
+rotation; without `--grid` the first of them stands for the optimum (a space with no grid: the
+best config known by hand).
 
 A search's confirmed median and a grid cell measured an hour earlier are two runs of a noisy
 machine; their ratio mixes the search's choice with the drift between the runs. This runs the
@@ -41,35 +45,48 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--adapter", required=True)
     p.add_argument("--best", type=Path, required=True, help="the search's best.yaml")
-    p.add_argument("--grid", type=Path, required=True, help="the grid JSON (benchmarks/search/grid.py)")
+    p.add_argument("--grid", type=Path, default=None,
+                   help="the grid JSON (benchmarks/search/grid.py)")
+    p.add_argument("--against", type=Path, action="append", default=[],
+                   help="another config YAML to run in the rotation (repeatable)")
     p.add_argument("--device", default="cuda")
     p.add_argument("--runs", type=int, default=3, help="fresh runs of each config")
     p.add_argument("--measure-seconds", type=float, default=20.0)
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds a run may take")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
+    if args.grid is None and not args.against:
+        p.error("give --grid, or --against with the config that stands for the optimum")
 
     winner = autotune.load_config(args.best).config
-    optimum, grid_value = grid_optimum(args.grid)
+    others = [(path.stem, autotune.load_config(path).config) for path in args.against]
+    if args.grid is not None:
+        optimum, grid_value = grid_optimum(args.grid)
+    else:
+        (_, optimum), others, grid_value = others[0], others[1:], None
     unit = autotune.load_adapter(args.adapter).unit
     summary: dict[str, object] = {
-        "adapter": args.adapter, "best": str(args.best), "grid": str(args.grid), "unit": unit,
+        "adapter": args.adapter, "best": str(args.best), "unit": unit,
+        "grid": str(args.grid) if args.grid else str(args.against[0]),
         "winner_config": winner.to_dict(), "optimum_config": optimum.to_dict(),
         "optimum_in_grid": grid_value,
     }
     fingerprint = None
-    if winner == optimum:
+    if winner == optimum and not others:
         summary.update(ratio=1.0, note="the winner is the grid's optimum config")
         print(f"VERSUS {Path(args.adapter).stem}: the winner is the grid's optimum config")
     else:
-        values: dict[str, list[float]] = {"winner": [], "optimum": []}
+        rotation = [("winner", winner)] + ([("optimum", optimum)] if winner != optimum else [])
+        rotation += others
+        values: dict[str, list[float]] = {name: [] for name, _ in rotation}
         measure = MeasureSettings(budget_seconds=args.measure_seconds)
         with tempfile.TemporaryDirectory() as tmp:
             runner = SubprocessRunner(cache_dir=Path(tmp) / "compile-cache")
             for i in range(args.runs):
-                for name, config in (("winner", winner), ("optimum", optimum)):
+                for name, config in rotation:
                     request = TrialRequest(adapter=args.adapter, config=config, device=args.device,
                                            measure=measure, number=i, diagnose=False)
-                    result = runner.run(request, Path(tmp) / f"{name}{i}", timeout=300)
+                    result = runner.run(request, Path(tmp) / f"{name}{i}", timeout=args.timeout)
                     if result.status is not Status.OK or not result.throughput:
                         print(f"{name} run {i + 1}: {result.status.value} {result.reason}")
                         continue
@@ -77,8 +94,21 @@ def main(argv: list[str] | None = None) -> int:
                     fingerprint = fingerprint or result.fingerprint
                     print(f"{name} run {i + 1}/{args.runs}: {result.throughput:,.0f} {unit}/s "
                           f"({config.describe()})", flush=True)
+        if winner == optimum:
+            values["optimum"] = values["winner"]
+        summary["others"] = {name: {"config": config.to_dict(), "runs": values[name],
+                                    "median": statistics.median(values[name])
+                                    if values[name] else None}
+                             for name, config in others}
+        for name, config in others:
+            if values[name] and values["winner"]:
+                print(f"VERSUS {name}: {statistics.median(values[name]):,.0f} {unit}/s, the "
+                      f"winner {statistics.median(values['winner']) / statistics.median(values[name]):.3f}x "
+                      f"({config.describe()})")
         if not values["winner"] or not values["optimum"]:
             print("no comparison: a config had no ok run", file=sys.stderr)
+            if args.json is not None:
+                args.json.write_text(json.dumps(summary | {"runs": values}, indent=1))
             return 1
         w, o = statistics.median(values["winner"]), statistics.median(values["optimum"])
         summary.update(
