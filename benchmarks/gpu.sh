@@ -10,7 +10,8 @@
 #       /tmp/search-ADAPTER[-TAG]: $OUT/ADAPTER[-TAG].tgz (the output folder without caches) and
 #       ADAPTER[-TAG]-{best.yaml,trials.csv,throughput.png}
 #   grid ADAPTER:BOUND[:CAP] ...               benchmarks/search/grid.py over
-#       benchmarks/grids/BOUND.yaml: $OUT/grid-ADAPTER.{json,log}
+#       benchmarks/grids/BOUND.yaml: $OUT/grid-ADAPTER.{json,log} (a BOUND ending in -vary:
+#       every batch factor, --vary-global-batch, $OUT/grid-ADAPTER-vary.*)
 #   (CONFIG "-" is results/h100/search/ADAPTER/best.yaml, "@" this call's search of ADAPTER)
 #   fidelity ADAPTER [CONFIG|-] [REPEATS=3] [WARMUP=30] [SECONDS=60]   benchmarks/measurement/
 #       fidelity.py; CONFIG "-" is results/h100/search/ADAPTER/best.yaml: $OUT/ADAPTER-fidelity.*
@@ -53,10 +54,11 @@ run() {  # LOG TAIL SECONDS CMD...: run CMD under a time limit, its output to LO
 
 adapter_env() {  # NAME: the environment its committed results ran with (used unquoted: no spaces)
   if [ "$1" = tinyblocks ]; then echo "TINY_BATCH=${TINY_BATCH:-64}"; fi
-  # The quick start's example at a GPU host's size: 128-px crops of 144-px images (about 1.2 ms
-  # of NumPy a image on one core, so 15 workers pass 10k images/s), batch 128 (issue 24's class).
+  # The quick start's example at a GPU host's size: 64-px crops of 72-px images, batch 128
+  # (issue 24's input-bound class). 128-px crops of 144 ran 3.8k images/s with 16 workers on
+  # the H100 host (about 4 ms of NumPy an image a worker; 1.2 ms on the 2-CPU VM).
   if [ "$1" = augment ]; then
-    echo "AUGMENT_STORED=${AUGMENT_STORED:-144} AUGMENT_CROP=${AUGMENT_CROP:-128}" \
+    echo "AUGMENT_STORED=${AUGMENT_STORED:-72} AUGMENT_CROP=${AUGMENT_CROP:-64}" \
       "AUGMENT_WIDTH=${AUGMENT_WIDTH:-64} AUGMENT_BATCH=${AUGMENT_BATCH:-128}"
   fi
 }
@@ -84,13 +86,16 @@ search_job() {  # ADAPTER[:TAG] SECONDS [flags...]: a TAG keeps two searches of 
   tar czf "$OUT/$key.tgz" -C /tmp --exclude='*.bin' --exclude='compile-cache' "search-$key"
 }
 
-grid_job() {  # ADAPTER:BOUND[:CAP] ...
-  local spec name bound cap
+grid_job() {  # ADAPTER:BOUND[:CAP] ...: a BOUND ending in -vary keeps every batch factor
+  # (grid.py --vary-global-batch) and writes grid-ADAPTER-vary.json
+  local spec name bound cap key flags
   for spec in "$@"; do
     IFS=: read -r name bound cap <<< "$spec"
-    run "$OUT/grid-$name.log" 4 "$(left "$cap")" env $(adapter_env "$name") \
-      python3 $here/search/grid.py --adapter "adapters/$name.py" \
-      --space "$here/grids/$bound.yaml" --out "$OUT/grid-$name.json" --bound "$bound"
+    key=$name flags=()
+    case $bound in *-vary) key=$name-vary flags=(--vary-global-batch) ;; esac
+    run "$OUT/grid-$key.log" 4 "$(left "$cap")" env $(adapter_env "$name") \
+      python3 $here/search/grid.py --adapter "adapters/$name.py" "${flags[@]}" \
+      --space "$here/grids/$bound.yaml" --out "$OUT/grid-$key.json" --bound "$bound"
     echo "== $name ($bound): exit $?"
   done
 }

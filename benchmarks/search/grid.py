@@ -52,13 +52,16 @@ def main() -> int:
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--trial-timeout", type=float, default=120.0)
     parser.add_argument("--bound", default="", help="compute, input or launch (recorded)")
+    parser.add_argument("--vary-global-batch", action="store_true",
+                        help="keep every batch factor at grad_accum 1, as the search's flag does")
     parser.add_argument("--resume", action="store_true",
                         help="keep the cells --out already holds and measure only the rest")
     args = parser.parse_args()
 
     adapter = load_adapter(args.adapter)
     cpus = available_cpus()
-    space = load_space(args.space, adapter=adapter, device_type=args.device, cpus=cpus)
+    space = load_space(args.space, adapter=adapter, device_type=args.device, cpus=cpus,
+                       vary_global_batch=args.vary_global_batch)
     cells = sorted(space.enumerate(), key=lambda c: (str(_memory_group(c)), c.batch_size))
     work = Path(tempfile.mkdtemp(prefix="grid-"))
     runner = ForkServerRunner(log=work / "forkserver.log", cache_dir=work / "compile-cache")
@@ -67,7 +70,7 @@ def main() -> int:
         "space": yaml.safe_load(args.space.read_text()), "space_file": str(args.space),
         "cpus": cpus, "unit": adapter.unit, "batch_size": adapter.batch_size,
         "global_batch_size": adapter.global_batch_size,
-        "vary_global_batch": adapter.vary_global_batch,
+        "vary_global_batch": adapter.vary_global_batch or args.vary_global_batch,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "fingerprint": None, "cells": [],
     }
