@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"{name} run {i + 1}: {result.status.value} {result.reason}")
                         continue
                     values[name].append(result.throughput)
+                    if args.json is not None:  # what ran so far, should the call end early
+                        args.json.write_text(json.dumps(summary | {"runs": values}, indent=1))
                     fingerprint = fingerprint or result.fingerprint
                     print(f"{name} run {i + 1}/{args.runs}: {result.throughput:,.0f} {unit}/s "
                           f"({config.describe()})", flush=True)
