@@ -170,21 +170,6 @@ def test_epochs_roll_over(tiny_step: Any) -> None:
     assert [step.next_batch()[1] for _ in range(5)] == [256] * 5
 
 
-def test_epoch_batches_is_the_loaders_length_when_it_has_one(tiny_step: Any) -> None:
-    step = tiny_step(TrainConfig(batch_size=256))  # 512 samples
-    assert step.epoch_batches() == 2
-    step.loader = iter([1, 2, 3])  # an adapter's loader without a length
-    assert step.epoch_batches() is None
-    stream = torch.utils.data.DataLoader(Stream(), batch_size=2)  # no __len__: TypeError
-    step.loader = stream
-    assert step.epoch_batches() is None
-
-
-class Stream(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
-    def __iter__(self) -> Any:
-        return iter(range(10))
-
-
 def test_resident_step_trains_on_one_batch_without_the_loader(tiny_step: Any) -> None:
     step = tiny_step(TrainConfig(batch_size=8, grad_accum=2))
     batch, _ = step.next_batch()

@@ -242,44 +242,6 @@ def test_window_length_covers_window_seconds() -> None:
     assert {w.items for w in m.windows} == {32 * ITEMS}
 
 
-def epoch_ends(epoch: int, *, cost: float = SLOW) -> Callable[[int], float]:
-    """A step whose every `epoch`-th call (the first of an epoch) pays `cost` more."""
-    return lambda n: FAST + (cost if n % epoch == 0 else 0.0)
-
-
-@pytest.mark.parametrize(("epoch", "expected"), [
-    (16, 32),  # windows of 32 planned: two epochs each
-    (5, 35),  # 32 rounded up to 7 epochs
-    (48, 48),  # one epoch of at most 2x the window planned
-    (64, 64),
-    (65, 32),  # a longer epoch is left to the median: windows as planned
-    (0, 32),  # no length known
-])
-def test_windows_of_a_short_epoch_span_whole_epochs(epoch: int, expected: int) -> None:
-    m, _ = run(epoch_ends(epoch or 10_000), window_seconds=0.5, min_window_steps=3,
-               epoch_steps=epoch, max_windows=6)
-    assert {w.steps for w in m.windows} == {expected}
-
-
-def test_whole_epoch_windows_read_alike() -> None:
-    # Every 16th step pays an epoch's end: windows of 40 steps hold 2 or 3 of them and read
-    # two rates; windows of whole epochs all hold the same share and read one.
-    def rates(epoch_steps: int) -> set[float]:
-        m, _ = run(epoch_ends(16), window_seconds=40 * FAST, min_window_steps=3,
-                   epoch_steps=epoch_steps, max_windows=8, tolerance=1e-9)
-        return {round(w.throughput, 6) for w in m.windows}
-
-    assert len(rates(0)) == 2
-    assert len(rates(16)) == 1
-
-
-def test_a_window_of_whole_epochs_is_not_cut_by_the_time_cap() -> None:
-    # Planned 32 steps of 1/64 s (0.5 s, capped at 1 s); an epoch of 60 steps: 60 steps run.
-    m, _ = run(lambda n: FAST, window_seconds=0.5, min_window_steps=3, epoch_steps=60,
-               max_windows=3)
-    assert {w.steps for w in m.windows} == {60}
-
-
 def test_a_step_as_long_as_a_window_is_timed_alone() -> None:
     # 1/4 s steps against 1/8 s windows: one step a window, not the fewest-steps rule's 3...
     m, _ = run(lambda n: 0.25, window_seconds=0.125, min_window_steps=3, max_windows=3)

@@ -44,16 +44,6 @@ def test_settings_for_fills_in_the_loader_and_accumulation() -> None:
     assert settings_for(TrainConfig(batch_size=8), QUICK).prefetch_batches == 0
 
 
-@pytest.mark.parametrize(("batches", "accum", "expected"), [
-    (16, 1, 16), (32, 2, 16), (15, 2, 15), (None, 1, 0), (0, 1, 0)])
-def test_settings_for_knows_the_steps_of_whole_epochs(batches: int | None, accum: int,
-                                                      expected: int) -> None:
-    # 15 batches of 2 a step: the loader's pattern repeats after 2 epochs, 15 steps.
-    config = TrainConfig(batch_size=8, grad_accum=accum)
-    assert settings_for(config, QUICK, epoch_batches=batches).epoch_steps == expected
-    assert settings_for(config, QUICK).epoch_steps == 0
-
-
 # -- a whole trial ----------------------------------------------------------------------------------
 
 

@@ -30,8 +30,7 @@ from autotune.study.store import records, study_attrs
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 from autotune.study.store.study_attrs import ConfirmationEntry
 
-__all__ = ["FAR_BEHIND", "Candidate", "candidates", "far_behind", "record_confirmation",
-           "run_confirmation"]
+__all__ = ["Candidate", "candidates", "record_confirmation", "run_confirmation"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -77,12 +76,6 @@ def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
 
 # A confirmation run is not started with less than this left of the study's budget.
 MIN_RUN_SECONDS = 10.0
-FAR_BEHIND = 1.25
-"""A config the search read this many times slower than the leader's slowest fresh run gets no
-fresh run of its own: in the quick start's 9 searches (2-CPU VM) the search read 26 confirmed
-configs at 0.91-1.22x their fresh median, so such a config would need a search reading over 20%
-low to be the winner, and its run (10 s of a 47-s confirmation) left the leaders' tie undecided.
-"""
 def run_confirmation(
     cands: Sequence[Candidate],
     *,
@@ -128,8 +121,6 @@ def run_confirmation(
             left = math.inf if deadline is None else deadline - clock()
             if left < MIN_RUN_SECONDS:
                 return summarize(cands, runs)
-            if far_behind(cand, cands, runs):
-                continue
             if left < _expected_seconds(runs[cand.trial]):
                 continue  # its own fresh runs say it cannot finish: it would only be cut
             started += 1
@@ -151,19 +142,6 @@ def run_confirmation(
             return summarize(cands, runs)  # none of them fits in what is left
         active = next_round(cands, runs, repeats=repeats, cap=cap)
     return summarize(cands, runs)
-
-
-def far_behind(cand: Candidate, cands: Sequence[Candidate],
-               runs: dict[int, list[TrialResult]]) -> bool:
-    """Whether `cand`, not yet run fresh, is too far behind to be worth a run: the leader by
-    the search has fresh runs, and the slowest of them is `FAR_BEHIND` times `cand`'s search
-    rate or more. The baseline always runs (the speedup is measured against it)."""
-    if cand.baseline or runs[cand.trial]:
-        return False
-    lead = max(cands, key=lambda c: c.search_throughput)
-    fresh = [r.throughput for r in runs[lead.trial] if r.status is Status.OK and r.throughput]
-    return (lead is not cand and bool(fresh)
-            and min(fresh) >= FAR_BEHIND * cand.search_throughput)
 
 
 def _expected_seconds(done: list[TrialResult]) -> float:
