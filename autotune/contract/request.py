@@ -41,6 +41,9 @@ class MeasureSettings:
     """Fewest steps in a window; also at least 3 rounds of all workers (design rule)."""
     num_workers: int = 0
     grad_accum: int = 1
+    epoch_steps: int = 0
+    """Optimizer steps after which the loader's pattern repeats: a whole number of its epochs
+    (0: unknown, or no epoch). Windows of a short epoch span whole ones (`measure`)."""
     min_windows: int = 3
     """Windows always timed, even past the budget (each is capped at 2 x window_seconds)."""
     max_windows: int = 30
@@ -59,6 +62,8 @@ class MeasureSettings:
             raise ValueError(f"tolerance must be in (0, 1), got {self.tolerance=}")
         if self.window_seconds <= 0 or self.budget_seconds <= 0:
             raise ValueError(f"times must be positive, got {self.window_seconds=}, {self.budget_seconds=}")
+        if self.epoch_steps < 0:
+            raise ValueError(f"epoch_steps must be 0 (unknown) or more, got {self.epoch_steps=}")
 
 
 

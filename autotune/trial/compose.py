@@ -7,7 +7,7 @@ import math
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence, Sized
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -146,6 +146,17 @@ class TrainStep:
             blame(exc, "items(batch)")
             raise
         return batch, n
+
+    def epoch_batches(self) -> int | None:
+        """Batches in one epoch of the loader (`len`), None when it has no length (an
+        iterable dataset without `__len__`, an adapter's loader without one)."""
+        if not isinstance(self.loader, Sized):
+            return None
+        try:
+            n = len(self.loader)
+        except (TypeError, NotImplementedError):  # DataLoader's over an IterableDataset
+            return None
+        return n if n > 0 else None
 
     def skip_queued(self, waited: float, most: int, seconds: float = math.inf) -> int:
         """Drop the batches the loader has ready: pull with no step between until a pull

@@ -62,7 +62,8 @@ def run_profile(request: ProfileRequest, out: Path) -> Breakdown:
     step = steps.build(adapter_cls, dataset, trial.config, device, progress, None)
     try:
         step.start_loader()
-        settings = steps.settings_for(trial.config, trial.measure)
+        settings = steps.settings_for(trial.config, trial.measure,
+                                      epoch_batches=step.epoch_batches())
         timed = steps.time_step(step, trial, settings, progress, None, device)
         print(f"timed: {timed.measurement.throughput:.4g} {adapter_cls.unit}/s, "
               f"step {timed.measurement.step_seconds * 1e3:.2f} ms; profiling", flush=True)

@@ -10,6 +10,7 @@ the other steps import from them again (a lookup in `sys.modules`).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import resource
 import time
@@ -175,8 +176,10 @@ def build(adapter_cls: type[Any], dataset: Any, config: TrainConfig, device: tor
                    ddp=None if rank is None else rank.wrap)
 
 
-def settings_for(config: TrainConfig, base: MeasureSettings) -> MeasureSettings:
-    """Fill in what the measurement must know about the loader and accumulation."""
+def settings_for(config: TrainConfig, base: MeasureSettings, *,
+                 epoch_batches: int | None = None) -> MeasureSettings:
+    """Fill in what the measurement must know about the loader and accumulation
+    (`epoch_batches`: the loader's batches per epoch, None when it has no length)."""
     # PyTorch's DataLoader holds num_workers * prefetch_factor batches ahead (default factor 2).
     prefetch = config.num_workers * (config.prefetch_factor or 2)
     return dataclasses.replace(
@@ -184,7 +187,16 @@ def settings_for(config: TrainConfig, base: MeasureSettings) -> MeasureSettings:
         num_workers=config.num_workers,
         grad_accum=config.grad_accum,
         prefetch_batches=prefetch,
+        epoch_steps=epoch_steps(epoch_batches, config.grad_accum),
     )
+
+
+def epoch_steps(epoch_batches: int | None, grad_accum: int) -> int:
+    """Optimizer steps of `grad_accum` batches that end where an epoch of `epoch_batches` ends
+    (several epochs when they do not divide): the loader's period; 0 when unknown."""
+    if not epoch_batches or epoch_batches <= 0:
+        return 0
+    return math.lcm(epoch_batches, grad_accum) // grad_accum
 
 
 def time_step(step: TrainStep, request: TrialRequest, settings: MeasureSettings,

@@ -111,7 +111,8 @@ def _take_steps(request: TrialRequest, device: torch.device, progress: Progress,
     progress.enter(Phase.FIRST_BATCH)
     step.start_loader()
     progress.enter(Phase.WARMUP)
-    settings = steps.settings_for(request.config, request.measure)
+    settings = steps.settings_for(request.config, request.measure,
+                                  epoch_batches=step.epoch_batches())
     got.timed = timed = steps.time_step(step, request, settings, progress, rank, device)
     if request.config.compile != "none":
         got.compiled = compile_facts.compiled(request, folder,
