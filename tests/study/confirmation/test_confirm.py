@@ -705,3 +705,27 @@ def test_the_cap_may_not_be_below_the_repeats(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="confirm_repeats <= confirm_max_repeats"):
         search_settings(tmp_path, confirm_repeats=3, confirm_max_repeats=2)
     assert search_settings(tmp_path, confirm_repeats=3, confirm_max_repeats=3).confirm_max_repeats == 3
+
+
+def test_every_round_under_a_deadline_runs_the_leader_first(tmp_path: Path) -> None:
+    # Three 140-s quick starts on a 2-CPU VM (2026-11-26): round 2 ran the contender first,
+    # the deadline came before the leader's second run, and one fresh run of the winner cannot
+    # make confidence high. Whatever the shuffle, round 2 starts with the leader.
+    for seed in range(8):
+        runner = ScriptedRunner({3: oks(300.0, 305.0), 5: oks(290.0, 296.0), 0: oks(100.0)})
+        now = [0.0]
+
+        def clock() -> float:
+            return now[0]
+
+        def timed(cand: Candidate, result: TrialResult) -> None:
+            now[0] += 30.0
+
+        cands = [cand(5, 310.0), cand(3, 300.0), cand(0, 100.0, baseline=True)]
+        run_confirmation(cands, adapter=Path("a.py"), device="cpu", runner=runner,
+                         out=tmp_path / str(seed), repeats=2, trial_timeout=300.0, seed=seed,
+                         measure=MeasureSettings(), deadline=125.0, clock=clock,
+                         on_result=timed)
+        assert runner.order[0] == 5  # the search's leader first
+        assert runner.order[3] == 3  # then the fresh runs' leader: 300 beat 290
+        assert len(runner.order) == 4
