@@ -28,7 +28,8 @@ from autotune.study.confirmation.phase import ConfirmPhase
 from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
 from autotune.study.execution.protocol import Runner
 from autotune.study.execution.slots import GangRunner, Job
-from autotune.study.policy.eager import DtypeStage, cannot_win, gains_of, one_shape_compiled
+from autotune.study.policy.eager import DtypeStage, cannot_win, gains_of
+from autotune.study.policy.one_shape import OneShapeStage
 from autotune.study.interrupts import Interrupted, on_signals
 from autotune.study.objective import Objective, Outcome
 from autotune.study.opening import open_study
@@ -89,6 +90,7 @@ class Search:
         self._contract: ContractError | None = None
         """Set when the baseline failed in the adapter's own code: run() raises it."""
         self._dtypes = DtypeStage(space, device=settings.device)
+        self._one_shape = OneShapeStage(space, device=settings.device)
         """On a GPU, every amp dtype measured eagerly before the ladder compiles."""
         self._recipe: TrainConfig | None = None
         """The hand recipe while it waits for the baseline's diagnosis (one slot)."""
@@ -239,8 +241,9 @@ class Search:
             ladder.add(follow_ups(self.space, done, best, device=s.device, cpus=s.cpus),
                        new_best=best is not None and best.number == done.number)
             ladder.add(self._dtypes.due(recs, ladder.pending), new_best=True)
-            ladder.add(one_shape_compiled(self.space, done, best, device=s.device),
-                       new_best=True)
+            eager, compiled = self._one_shape.due(recs, ladder.pending)
+            ladder.add(eager, new_best=True)
+            ladder.add(compiled, new_best=True, urgent=True)
         self.on_change(self.study)
         if outcome.duplicate_of is not None:
             # For the display only; the study keeps the copy.

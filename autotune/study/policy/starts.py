@@ -2,10 +2,9 @@
 
 A short budget cannot afford random exploration of ten knobs. After the baseline and the
 common hand recipe (eager on a GPU, where every amp dtype is then measured eagerly before any
-compile: `eager`), each guided trial's own diagnosis says which knob to push next: an
-input-bound step wants the free cores loading and the batch its loader serves best, a
-compute-bound one a larger batch, an overhead-bound one CUDA graphs and a larger batch. The
-ladder climbs while it pays; the sampler (TPE) takes over when it stops.
+compile: `eager`), each guided trial's diagnosis says which knob to push next: an input-bound
+step wants the free cores loading and the batch its loader serves best, a compute-bound one a
+larger batch, an overhead-bound one CUDA graphs. The ladder climbs while it pays; then TPE.
 """
 
 from __future__ import annotations
@@ -271,11 +270,19 @@ class Ladder:
 
     def __init__(self) -> None:
         self.pending: list[Start] = []
+        self._urgent: list[Start] = []
 
-    def add(self, starts: list[Start], *, new_best: bool) -> None:
+    def add(self, starts: list[Start], *, new_best: bool, urgent: bool = False) -> None:
+        """Urgent starts (a large expected gain) first, then a new best's, then the rest."""
         fresh = [s for s in starts if s not in self.pending]
         kept = [s for s in self.pending if s not in fresh]
-        self.pending = fresh + kept if new_best else kept + fresh
+        if urgent:
+            self._urgent += fresh
+            self.pending = fresh + kept
+            return
+        first = [s for s in kept if s in self._urgent]
+        rest = [s for s in kept if s not in self._urgent]
+        self.pending = first + (fresh + rest if new_best else rest + fresh)
 
     def feed(self, study: optuna.Study, space: SearchSpace,
              skip: Callable[[TrainConfig], bool] | None = None) -> None:
