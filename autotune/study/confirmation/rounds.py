@@ -121,12 +121,14 @@ def run_confirmation(
             round_.remove(lead)
             round_.insert(0, lead)
         started = 0
-        for cand in round_:
+        for i, cand in enumerate(round_):
             left = math.inf if deadline is None else deadline - clock()
             if left < MIN_RUN_SECONDS:
                 return summarize(cands, runs)
             if left < _expected_seconds(runs[cand.trial]):
                 continue  # its own fresh runs say it cannot finish: it would only be cut
+            if cand in _crowded_out(round_[0], round_[i:], runs, left, repeats=repeats):
+                continue
             started += 1
             request = TrialRequest(adapter=str(adapter), config=cand.config, device=device,
                                    measure=measure, number=cand.trial,
@@ -146,6 +148,29 @@ def run_confirmation(
             return summarize(cands, runs)  # none of them fits in what is left
         active = next_round(cands, runs, repeats=repeats, cap=cap)
     return summarize(cands, runs)
+
+
+def _crowded_out(lead: Candidate, rest: Sequence[Candidate], runs: dict[int, list[TrialResult]],
+                 left: float, *, repeats: int) -> list[Candidate]:
+    """The slowest configs by the search among `rest` (this round's runs still to come) that
+    the time `left` cannot pay for beside the runs a verdict needs: the baseline's and the
+    leader's up to `repeats`, each as long as the fresh runs so far took (the median). The
+    plan before the confirmation sizes runs from the search's trials, and a fresh run costs
+    more: on a 2-CPU VM forked trials of 3-6 s, fresh runs of 11 s, and a 0.69x config took
+    the time of the leader's second run (quick start, 2026-11-26)."""
+    per_run = _expected_seconds([r for done in runs.values() for r in done])
+    if not per_run or not math.isfinite(left):
+        return []
+    owed = max(0, repeats - sum(r.status is Status.OK for r in runs[lead.trial]))
+    owed -= lead in rest  # the leader's run in this round is one of them
+    planned = len(rest) + max(0, owed)
+    droppable = sorted((c for c in rest if c is not lead and not c.baseline),
+                       key=lambda c: c.search_throughput)
+    dropped = []
+    while droppable and planned * per_run > left:
+        dropped.append(droppable.pop(0))
+        planned -= 1
+    return dropped
 
 
 def _leader(round_: Sequence[Candidate], runs: dict[int, list[TrialResult]]) -> Candidate:

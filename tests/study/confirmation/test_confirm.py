@@ -729,3 +729,29 @@ def test_every_round_under_a_deadline_runs_the_leader_first(tmp_path: Path) -> N
         assert runner.order[0] == 5  # the search's leader first
         assert runner.order[3] == 3  # then the fresh runs' leader: 300 beat 290
         assert len(runner.order) == 4
+
+
+def test_a_config_far_behind_gives_way_to_the_leaders_second_run(tmp_path: Path) -> None:
+    # The quick start on a 2-CPU VM (2026-11-26): forked search trials of 3-6 s planned the
+    # confirmation, its fresh runs took 11 s each, and a config the search read at 0.69x the
+    # leader ran in the 47 s left while the leader's second run did not fit.
+    for seed in range(6):
+        rates = {2: oks(8280.0, 8350.0), 3: oks(8100.0), 1: oks(5800.0), 0: oks(5300.0)}
+        runner = ScriptedRunner({n: [r.replace(duration_seconds=11.0) for r in rs]
+                                 for n, rs in rates.items()})
+        now = [0.0]
+
+        def clock() -> float:
+            return now[0]
+
+        def timed(cand: Candidate, result: TrialResult) -> None:
+            now[0] += 11.0
+
+        cands = [cand(2, 8210.0), cand(3, 8000.0), cand(1, 5640.0),
+                 cand(0, 5240.0, baseline=True)]
+        run_confirmation(cands, adapter=Path("a.py"), device="cpu", runner=runner,
+                         out=tmp_path / str(seed), repeats=2, trial_timeout=300.0, seed=seed,
+                         measure=MeasureSettings(), deadline=47.0, clock=clock,
+                         on_result=timed)
+        assert runner.count(2) == 2 and runner.count(0) == 1, runner.order
+        assert runner.count(1) == 0  # the slowest by the search gave way
