@@ -121,14 +121,18 @@ def run_confirmation(
             round_.remove(lead)
             round_.insert(0, lead)
         started = 0
+        gave_way: list[float] = []  # the search's rates of configs that gave way this round
         for i, cand in enumerate(round_):
             left = math.inf if deadline is None else deadline - clock()
             if left < MIN_RUN_SECONDS:
                 return summarize(cands, runs)
             if left < _expected_seconds(runs[cand.trial]):
                 continue  # its own fresh runs say it cannot finish: it would only be cut
-            if cand in _crowded_out(round_[0], round_[i:], runs, left, repeats=repeats):
-                continue
+            gave_way.extend(c.search_throughput for c in
+                            _crowded_out(round_[0], round_[i:], runs, left, repeats=repeats))
+            if gave_way and cand.search_throughput <= max(gave_way) and not cand.baseline \
+                    and cand is not round_[0]:
+                continue  # it gives way, as does any config as slow as one that gave way
             started += 1
             request = TrialRequest(adapter=str(adapter), config=cand.config, device=device,
                                    measure=measure, number=cand.trial,
@@ -154,22 +158,33 @@ def _crowded_out(lead: Candidate, rest: Sequence[Candidate], runs: dict[int, lis
                  left: float, *, repeats: int) -> list[Candidate]:
     """The slowest configs by the search among `rest` (this round's runs still to come) that
     the time `left` cannot pay for beside the runs a verdict needs: the baseline's and the
-    leader's up to `repeats`, each as long as the fresh runs so far took (the median). The
-    plan before the confirmation sizes runs from the search's trials, and a fresh run costs
-    more: on a 2-CPU VM forked trials of 3-6 s, fresh runs of 11 s, and a 0.69x config took
-    the time of the leader's second run (quick start, 2026-11-26)."""
-    per_run = _expected_seconds([r for done in runs.values() for r in done])
-    if not per_run or not math.isfinite(left):
+    leader's up to `repeats`. Each run is costed at its config's own fresh runs, else at its
+    search trial scaled as the fresh runs so far compare with theirs. The plan before the
+    confirmation sizes runs from the search's trials, and a fresh run costs more: on a 2-CPU
+    VM forked trials of 3-6 s, fresh runs of 11 s, and a 0.69x config took the time of the
+    leader's second run (quick start, 2026-11-26)."""
+    if not math.isfinite(left):
         return []
-    owed = max(0, repeats - sum(r.status is Status.OK for r in runs[lead.trial]))
-    owed -= lead in rest  # the leader's run in this round is one of them
-    planned = len(rest) + max(0, owed)
+    by_trial = {c.trial: c for c in rest} | {lead.trial: lead}
+    scales = [_expected_seconds(done) / by_trial[n].duration_seconds
+              for n, done in runs.items()
+              if n in by_trial and _expected_seconds(done) and by_trial[n].duration_seconds]
+    if not scales:
+        return []  # no fresh run of these timed yet: the plan's estimate stands
+
+    def cost(c: Candidate) -> float:
+        return _expected_seconds(runs[c.trial]) or c.duration_seconds * statistics.median(scales)
+
+    owed = max(0, repeats - sum(r.status is Status.OK for r in runs[lead.trial])
+               - (lead in rest))  # the leader's run in this round is one of them
+    need = sum(map(cost, rest)) + owed * cost(lead)
     droppable = sorted((c for c in rest if c is not lead and not c.baseline),
                        key=lambda c: c.search_throughput)
     dropped = []
-    while droppable and planned * per_run > left:
-        dropped.append(droppable.pop(0))
-        planned -= 1
+    while droppable and need > left:
+        slowest = droppable.pop(0)
+        dropped.append(slowest)
+        need -= cost(slowest)
     return dropped
 
 

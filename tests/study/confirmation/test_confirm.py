@@ -755,3 +755,32 @@ def test_a_config_far_behind_gives_way_to_the_leaders_second_run(tmp_path: Path)
                          on_result=timed)
         assert runner.count(2) == 2 and runner.count(0) == 1, runner.order
         assert runner.count(1) == 0  # the slowest by the search gave way
+
+
+def test_runs_are_costed_at_their_own_length_and_the_nearest_contender_is_not_crowded_out(
+        tmp_path: Path) -> None:
+    # A compiled leader's fresh runs take 40 s, the eager configs' 10 s: sized at the
+    # leader's length, the eager contender nearest the leader gave way while a slower one ran
+    # (found in review). Each now costs its own: all fit, and the leader runs twice.
+    for seed in range(6):
+        lengths = {5: 40.0, 3: 10.0, 4: 10.0, 6: 10.0, 0: 10.0}
+        rates = {5: oks(300.0, 305.0), 3: oks(280.0), 4: oks(250.0), 6: oks(240.0),
+                 0: oks(200.0)}
+        runner = ScriptedRunner({n: [r.replace(duration_seconds=lengths[n]) for r in rs]
+                                 for n, rs in rates.items()})
+        now = [0.0]
+
+        def clock() -> float:
+            return now[0]
+
+        def timed(cand: Candidate, result: TrialResult) -> None:
+            now[0] += lengths[cand.trial]
+
+        cands = [cand(5, 300.0, duration=40.0, compile="default"), cand(3, 290.0),
+                 cand(4, 250.0), cand(6, 240.0), cand(0, 200.0, baseline=True)]
+        run_confirmation(cands, adapter=Path("a.py"), device="cpu", runner=runner,
+                         out=tmp_path / str(seed), repeats=2, trial_timeout=300.0, seed=seed,
+                         measure=MeasureSettings(), deadline=140.0, clock=clock,
+                         on_result=timed)
+        assert runner.count(5) == 2 and runner.count(3) == 1 and runner.count(0) == 1, \
+            runner.order
