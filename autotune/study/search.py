@@ -90,8 +90,9 @@ class Search:
         self._contract: ContractError | None = None
         """Set when the baseline failed in the adapter's own code: run() raises it."""
         self._dtypes = DtypeStage(space, device=settings.device)
-        self._one_shape = OneShapeStage(space, device=settings.device)
         """On a GPU, every amp dtype measured eagerly before the ladder compiles."""
+        self._one_shape = OneShapeStage(space, device=settings.device)
+        """An adapter knob that keeps the batches one shape: dtypes again, then CUDA graphs."""
         self._recipe: TrainConfig | None = None
         """The hand recipe while it waits for the baseline's diagnosis (one slot)."""
         self.study = open_study(settings, adapter, space, self.layout)
@@ -233,14 +234,16 @@ class Search:
             study_attrs.write_confirmation(self.study, None)  # stale: the study has a new trial
         if role == records.BASELINE:
             self._queue_recipe()
-        if role and role != records.BASELINE and s.guided:
+        if role != records.BASELINE and s.guided:
             recs = records.read_records(self.study)
-            done = next(r for r in recs if r.number == trial.number)
-            best, _ = best_and_baseline(recs)
             ladder = self.state.ladder
-            ladder.add(follow_ups(self.space, done, best, device=s.device, cpus=s.cpus),
-                       new_best=best is not None and best.number == done.number)
-            ladder.add(self._dtypes.due(recs, ladder.pending), new_best=True)
+            if role:  # a guided trial: its follow-ups, and the eager dtypes when due
+                done = next(r for r in recs if r.number == trial.number)
+                best, _ = best_and_baseline(recs)
+                ladder.add(follow_ups(self.space, done, best, device=s.device, cpus=s.cpus),
+                           new_best=best is not None and best.number == done.number)
+                ladder.add(self._dtypes.due(recs, ladder.pending), new_best=True)
+            # Any trial, TPE's too, may be the one that kept the batches one shape.
             eager, compiled = self._one_shape.due(recs, ladder.pending)
             ladder.add(eager, new_best=True)
             ladder.add(compiled, new_best=True, urgent=True)

@@ -21,13 +21,13 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.fmt import human
 from autotune.contract.request import known_incompatible
 from autotune.contract.result import Verdict
-from autotune.study.policy.starts import EAGER, FOLLOW, Start
+from autotune.study.policy.starts import EAGER, Start
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 
 __all__ = ["DTYPE_PRIOR", "GAIN_SLACK", "LOADER_MARGIN", "MAX_KNOB_VALUES", "DtypeStage",
            "adapter_knob_starts", "cannot_win", "compile_gains", "dtype_starts", "gains_of",
-           "loader_ceiling", "one_shape_compiled"]
+           "loader_ceiling"]
 
 DTYPE_PRIOR = ("bf16", "tf32", "fp16", "fp32")
 """The order of the eager dtype trials (a prior: it orders, it never skips)."""
@@ -98,7 +98,7 @@ def adapter_knob_starts(space: SearchSpace, leader: TrainConfig,
     """Each value of the adapter's own knobs at `leader`, one knob at a time, eager: the
     adapter knows what they do, the tool does not, and eager they cost seconds (padding to one
     length, an attention implementation). Those that lead are compiled by the ladder, and one
-    that keeps the batches one shape is compiled anyway (`one_shape_compiled`)."""
+    that keeps the batches one shape is taken up by `one_shape.OneShapeStage`."""
     seen = {r.config for r in finished if r.config is not None and r.result is not None}
     starts = []
     for name, current in leader.params.items():
@@ -186,28 +186,6 @@ def cannot_win(config: TrainConfig, finished: Sequence[TrialRecord]
                           f"{twin.number}) x the best gain of compile={config.compile} here "
                           f"({gain:.2f}x), below the best so far ({human(best)}/s)")
     return None
-
-
-def one_shape_compiled(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, *,
-                       device: str) -> list[Start]:
-    """An eager trial whose batches kept one shape while the best's varied, compiled: with
-    CUDA graphs on a GPU (one graph per shape) when the space has them, else the default mode.
-    Eager it may trail (a padded batch computes its padding), compiled it need not: a
-    transformers GPT-2 padded per batch ran 74k real tokens/s compiled with dynamic shapes, and
-    206k padded to 1024 with CUDA graphs (H100, 2026-11-25). The adapter's knobs are what make
-    the shape one (padding, bucketing); the tool sees only that it is."""
-    if done.config is None or done.result is None or best is None or best.result is None \
-            or not done.role.startswith(EAGER) or done.config.compile != "none":
-        return []
-    if done.result.shapes_vary is not False or best.result.shapes_vary is not True:
-        return []
-    modes = [m for m in (("reduce-overhead", "default") if device == "cuda" else ("default",))
-             if m in space.values("compile")]
-    for mode in modes:
-        config = done.config.replace(compile=mode)
-        if space.holds(config) and known_incompatible(config, device) is None:
-            return [(f"{FOLLOW}{config.describe()}", config)]
-    return []
 
 
 class DtypeStage:

@@ -23,29 +23,29 @@ from typing import Any
 
 from autotune.contract.config import TrainConfig
 from autotune.contract.request import known_incompatible
-from autotune.study.policy.eager import _measured, dtype_starts, one_shape_compiled
-from autotune.study.policy.starts import EAGER, Start
+from autotune.study.policy.eager import _measured, dtype_starts
+from autotune.study.policy.starts import EAGER, FOLLOW, Start
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store.records import MeasuredRecord, TrialRecord
 
-__all__ = ["OneShapeStage", "shape_fixing"]
+__all__ = ["OneShapeStage", "compiled_forms", "shape_fixing"]
 
 
-def shape_fixing(ran: Sequence[MeasuredRecord]) -> dict[str, Any]:
+def shape_fixing(space: SearchSpace, ran: Sequence[MeasuredRecord]) -> dict[str, Any]:
     """The adapter-knob values that keep the batches one shape: of the fastest trial whose
-    shapes did not vary, each value with which every trial kept one shape while some trial
-    without it saw shapes vary (an attention kernel shared with varying trials is not one)."""
-    known = [r for r in ran if r.result.shapes_vary is not None]
-    one = [r for r in known if r.result.shapes_vary is False]
+    shapes did not vary, each value whose trial kept one shape where a trial differing from it
+    in that value alone saw shapes vary (a batch size that leaves a short last batch varies
+    the shape too, whatever the adapter's knobs: only such pairs tell which knob did it)."""
+    one = [r for r in ran if r.result.shapes_vary is False]
     if not one:
         return {}
     fastest = max(one, key=lambda r: r.rate)
+    varying = [r.config for r in ran if r.result.shapes_vary]
     fixing = {}
     for name, value in fastest.config.params.items():
-        with_value = [r for r in known if r.config.params.get(name) == value]
-        without = [r for r in known if r.config.params.get(name) != value]
-        if all(r.result.shapes_vary is False for r in with_value) \
-                and any(r.result.shapes_vary for r in without):
+        if any(space.changed(other, **{name: value}) == r.config
+               for r in one if r.config.params.get(name) == value
+               for other in varying if other.params.get(name) != value):
             fixing[name] = value
     return fixing
 
@@ -68,7 +68,7 @@ class OneShapeStage:
         varying = [r for r in ran if r.result.shapes_vary]
         if not varying:
             return [], []  # one shape throughout: nothing to fix
-        fixing = shape_fixing(ran)
+        fixing = shape_fixing(self.space, ran)
         if not fixing:
             return [], []
         if not self.eager_queued:
@@ -76,13 +76,18 @@ class OneShapeStage:
             starts = self._eager(ran, finished, fixing)
             if starts:
                 return starts, []
-        one = [r for r in ran if r.config.compile == "none" and r.result.shapes_vary is False]
+        one = [r for r in ran if r.config.compile == "none" and r.result.shapes_vary is False
+               and all(r.config.params.get(k) == v for k, v in fixing.items())]
         if not one:
             return [], []
-        self.compiled_queued = True
         lead = max(one, key=lambda r: r.rate)  # it may lead already: eager bf16 of one shape
-        return [], one_shape_compiled(self.space, lead, max(varying, key=lambda r: r.rate),
-                                      device=self.device)
+        seen = {r.config for r in finished if r.config is not None and r.result is not None}
+        forms = compiled_forms(self.space, lead.config, device=self.device)
+        if any(c in seen for _, c in forms):
+            self.compiled_queued = True  # compiled already, by the ladder or TPE
+            return [], []
+        self.compiled_queued = bool(forms)  # else a later, compilable leader may come
+        return [], forms[:1]
 
     def _eager(self, ran: Sequence[MeasuredRecord], finished: Sequence[TrialRecord],
                fixing: dict[str, Any]) -> list[Start]:
@@ -99,5 +104,16 @@ class OneShapeStage:
         starts = [] if base in seen else [(f"{EAGER}{base.describe()}", base)]
         if self.device == "cuda":
             starts += [s for s in dtype_starts(self.space, base, finished, device=self.device)
-                       if s[1].amp_dtype != base.amp_dtype]
+                       if s[1].amp_dtype != base.amp_dtype
+                       and all(s[1].params.get(k) == v for k, v in fixing.items())]
         return starts
+
+
+def compiled_forms(space: SearchSpace, config: TrainConfig, *, device: str) -> list[Start]:
+    """`config` compiled: with CUDA graphs on a GPU (one shape, one graph) when the space has
+    them, else the default mode; those the space holds and the device can run."""
+    modes = [m for m in (("reduce-overhead", "default") if device == "cuda" else ("default",))
+             if m in space.values("compile")]
+    forms = [config.replace(compile=m) for m in modes]
+    return [(f"{FOLLOW}{c.describe()}", c) for c in forms
+            if space.holds(c) and known_incompatible(c, device) is None]

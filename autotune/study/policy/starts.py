@@ -274,12 +274,12 @@ class Ladder:
 
     def add(self, starts: list[Start], *, new_best: bool, urgent: bool = False) -> None:
         """Urgent starts (a large expected gain) first, then a new best's, then the rest."""
+        if urgent:  # first, also when already pending
+            self._urgent += [s for s in starts if s not in self._urgent]
+            self.pending = list(starts) + [s for s in self.pending if s not in starts]
+            return
         fresh = [s for s in starts if s not in self.pending]
         kept = [s for s in self.pending if s not in fresh]
-        if urgent:
-            self._urgent += fresh
-            self.pending = fresh + kept
-            return
         first = [s for s in kept if s in self._urgent]
         rest = [s for s in kept if s not in self._urgent]
         self.pending = first + (fresh + rest if new_best else rest + fresh)
@@ -295,6 +295,8 @@ class Ladder:
             first = next((i for i, (role, _) in enumerate(self.pending)
                           if role.startswith(EAGER)), 0)
             role, config = self.pending.pop(first)
+            if (role, config) in self._urgent:
+                self._urgent.remove((role, config))
             if not records.role_taken(study, role) and not (skip is not None and skip(config)):
                 records.enqueue_config(study, space.params_for(config), role)
                 return

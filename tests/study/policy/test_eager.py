@@ -17,8 +17,8 @@ from optuna.trial import TrialState
 from autotune import Adapter, Diagnosis, Status, TrainConfig, TrialResult, Verdict
 from autotune.outputs.display import QuietListener
 from autotune.study.policy.eager import (DtypeStage, adapter_knob_starts, cannot_win,
-                                         compile_gains, dtype_starts, gains_of,
-                                         one_shape_compiled)
+                                         compile_gains, dtype_starts, gains_of)
+from autotune.study.policy.one_shape import compiled_forms
 from autotune.study.policy.starts import Ladder, diagnosed_recipe, follow_ups, initial_starts
 from autotune.study.search import Search, SearchSettings
 from autotune.study.space.bound import SearchSpace
@@ -160,27 +160,18 @@ def shaped(record: TrialRecord, vary: bool | None) -> TrialRecord:
     return dataclasses.replace(record, result=record.result.replace(shapes_vary=vary))
 
 
-def test_an_eager_trial_of_one_shape_is_compiled_with_graphs_when_the_bests_shapes_vary() -> None:
+def test_a_config_of_one_shape_is_compiled_with_graphs_on_a_gpu_and_default_on_a_cpu() -> None:
     space = parse_space(GPU_SPACE, source="s.yaml", adapter=Padded, device_type="cuda", cpus=16)
-    leader = space.changed(EAGER, amp_dtype="tf32")
-    padded = space.changed(leader, pad=1024)
-    best = shaped(done(1, leader, throughput=70.0), True)
-    one = shaped(done(2, padded, role=f"eager: {padded.describe()}", throughput=50.0), False)
-    assert one_shape_compiled(space, one, best, device="cuda") == [
-        (f"follow: {padded.replace(compile='reduce-overhead').describe()}",
-         padded.replace(compile="reduce-overhead"))]
+    padded = space.changed(EAGER, amp_dtype="tf32", pad=1024)
+    assert compiled_forms(space, padded, device="cuda")[0] == (
+        f"follow: {padded.replace(compile='reduce-overhead').describe()}",
+        padded.replace(compile="reduce-overhead"))
     # On a CPU there are no CUDA graphs: the default mode.
     cpu = parse_space({"amp_dtype": {"choices": ["fp32", "bf16"]},
                        "compile": {"choices": ["none", "default"]}}, source="s.yaml",
                       adapter=Padded, device_type="cpu", cpus=2)
     bf16 = cpu.changed(cpu.baseline, amp_dtype="bf16", pad=1024)
-    assert [c.compile for _, c in one_shape_compiled(
-        cpu, shaped(done(2, bf16, role="eager: x"), False), best, device="cpu")] == ["default"]
-    # Nothing when the best's shapes did not vary, the trial's did, or it was not an eager trial.
-    assert one_shape_compiled(space, one, shaped(best, False), device="cuda") == []
-    assert one_shape_compiled(space, shaped(one, True), best, device="cuda") == []
-    assert one_shape_compiled(space, shaped(one, False).__class__(
-        **{**one.__dict__, "role": "recipe"}), best, device="cuda") == []
+    assert [c.compile for _, c in compiled_forms(cpu, bf16, device="cpu")] == ["default"]
 
 
 def test_a_compile_gain_of_varying_shapes_does_not_judge_a_compile_of_one_shape() -> None:

@@ -51,8 +51,26 @@ def test_the_values_that_keep_one_shape_are_those_no_varying_trial_had() -> None
            record(2, s.changed(base, pad=64), 58.2, True),
            record(3, s.changed(base, pad=1024), 55.7, False),
            record(4, s.changed(base, mask="drop"), 69.6, True)]
-    assert shape_fixing(measured(ran)) == {"pad": 1024}  # sdpa and keep varied elsewhere
-    assert shape_fixing(measured(ran[:2])) == {}  # no trial of one shape
+    assert shape_fixing(s, measured(ran)) == {"pad": 1024}  # sdpa and keep varied elsewhere
+    assert shape_fixing(s, measured(ran[:2])) == {}  # no trial of one shape
+
+
+def test_a_shape_varied_by_another_knob_fixes_no_adapter_knob() -> None:
+    # A batch size that leaves a short last batch varies the shape whatever the adapter's
+    # knobs: bs 16 varied, bs 8 kept one shape with either attention (found in review).
+    class Varying(Padded):
+        vary_global_batch = True
+
+    s = parse_space({**RAW, "batch_size": {"factors": [1, 2]}}, source="s.yaml",
+                    adapter=Varying, device_type="cuda", cpus=16)
+    small = s.baseline
+    ran = [record(1, s.with_batch(small, 16), 60.0, True),
+           record(2, small, 50.0, False),
+           record(3, s.changed(small, attn="eager"), 55.0, False)]
+    assert shape_fixing(s, measured(ran)) == {}
+    ran.append(record(4, s.changed(small, attn="eager", pad=1024), 56.0, False))
+    ran.append(record(5, s.changed(small, attn="eager", pad=64), 49.0, True))  # pad 64 varied
+    assert shape_fixing(s, measured(ran)) == {"pad": 1024}
 
 
 def test_the_stage_runs_the_dtypes_at_one_shape_on_the_best_eager_knobs_then_compiles_once(
@@ -128,3 +146,40 @@ def test_a_padded_transformers_step_finds_padding_with_graphs_in_bf16(tmp_path: 
     assert ran[first_compile] == ("bf16", "reduce-overhead", 1024), ran
     study = optuna.load_study(study_name="t", storage=f"sqlite:///{tmp_path / 'study.db'}")
     assert study.best_value == pytest.approx(206e3)
+
+
+def test_the_fastest_one_shape_trial_is_compiled_whatever_its_role_and_only_once_queued(
+        ) -> None:
+    s = space()
+    base = s.baseline.replace(amp_dtype="tf32")
+    one = s.changed(base, pad=1024)
+    ran = [record(1, base, 58.0, True, role="recipe"),
+           record(2, one, 80.0, False, role="")]  # TPE's: no eager role
+    stage = OneShapeStage(s, device="cuda")
+    stage.eager_queued = True  # its eager trials have run
+    eager, compiled = stage.due(ran, [])
+    assert eager == [] and [c for _, c in compiled] == [one.replace(compile="reduce-overhead")]
+    assert stage.compiled_queued
+    # Its compiled form ran already (TPE's): nothing more to queue, the stage is done.
+    again = OneShapeStage(s, device="cuda")
+    again.eager_queued = True
+    done = ran + [record(3, one.replace(compile="reduce-overhead"), 200.0, False)]
+    assert again.due(done, []) == ([], []) and again.compiled_queued
+    # A space without compile modes: nothing queued, and the stage stays open.
+    bare = parse_space({"amp_dtype": {"choices": ["fp32", "tf32"]}}, source="s.yaml",
+                       adapter=Padded, device_type="cuda", cpus=16)
+    none = OneShapeStage(bare, device="cuda")
+    none.eager_queued = True
+    assert none.due([record(1, bare.baseline, 58.0, True),
+                     record(2, bare.changed(bare.baseline, pad=1024), 80.0, False)], []) \
+        == ([], []) and not none.compiled_queued
+
+
+def test_an_urgent_start_already_pending_moves_first() -> None:
+    s = space()
+    graphs = ("follow: graphs", s.baseline.replace(compile="reduce-overhead"))
+    check = ("follow: pin", s.baseline.replace(pin_memory=True))
+    ladder = Ladder()
+    ladder.add([check, graphs], new_best=True)
+    ladder.add([graphs], new_best=True, urgent=True)
+    assert ladder.pending == [graphs, check]
