@@ -269,7 +269,9 @@ def _plan_windows(warm: WarmUp, s: MeasureSettings, *, gathered: bool) -> _Windo
     if not warm.kept_up:
         rounds = max(rounds, math.ceil(3 * s.num_workers / s.grad_accum))
     per_window = max(rounds, math.ceil(s.window_seconds / max(wall, 1e-9)))
-    cycle = s.epoch_steps
+    # Not across DDP ranks: each rank's loader may hold a different count of batches (an
+    # uneven shard), and every rank must plan the same windows.
+    cycle = 0 if gathered else s.epoch_steps
     if cycle and cycle <= 2 * per_window:
         # A short epoch's end is a cost that recurs every `cycle` steps: the sampler's new pass
         # and the workers' queue filling again while the step waits (augment.py on 2 CPUs: the
