@@ -56,9 +56,11 @@ adapter_env() {  # NAME: the environment its committed results ran with (used un
   if [ "$1" = tinyblocks ]; then echo "TINY_BATCH=${TINY_BATCH:-64}"; fi
   # The quick start's example at a GPU host's size: 64-px crops of 72-px images, batch 128
   # (issue 24's input-bound class). 128-px crops of 144 ran 3.8k images/s with 16 workers on
-  # the H100 host (about 4 ms of NumPy an image a worker; 1.2 ms on the 2-CPU VM).
+  # the H100 host (about 4 ms of NumPy an image a worker; 1.2 ms on the 2-CPU VM). 4096 images
+  # (32 steps an epoch): what the 2026-11-26 results ran with; the example's default is larger.
   if [ "$1" = augment ]; then
     echo "AUGMENT_STORED=${AUGMENT_STORED:-72} AUGMENT_CROP=${AUGMENT_CROP:-64}" \
+      "AUGMENT_IMAGES=${AUGMENT_IMAGES:-4096}" \
       "AUGMENT_WIDTH=${AUGMENT_WIDTH:-64} AUGMENT_BATCH=${AUGMENT_BATCH:-128}"
   fi
 }
@@ -254,7 +256,7 @@ ddp_job() {  # [all|search|sweep|test]: DDP scaling of ADAPTER on a 2-GPU host. 
 
 main() {
   local job args=()
-  [ $# -gt 0 ] || { sed -n '2,32p' "$0"; return 1; }
+  [ $# -gt 0 ] || { sed -n '2,/^set -u/p' "$0" | sed '$d'; return 1; }
   if [ -z "$DRY" ]; then . $here/device_env.sh; fi
   mkdir -p "$OUT"
   while [ $# -gt 0 ]; do

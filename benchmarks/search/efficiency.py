@@ -55,11 +55,14 @@ def summarize(search: Path, grid: Path | None, bound: str, budget: float,
         top = max(ok, key=lambda c: c["result"]["throughput"])
         adapter, optimum, optimum_config = cells["adapter"], top["result"]["throughput"], \
             top["config"]
-    elif versus is not None:
+    elif versus is not None and versus.get("optimum_median"):
         adapter, optimum, optimum_config = versus["adapter"], versus["optimum_median"], \
             versus["optimum_config"]
     else:
-        raise ValueError("need a grid or a versus.py JSON for the optimum")
+        raise ValueError("need a grid, or a versus.py JSON whose optimum ran (optimum_median)")
+    if versus is not None and "ratio" not in versus:
+        raise ValueError("the versus.py JSON holds no comparison (a call cut short, or a config "
+                         "with no ok run): complete it from its 'runs' first")
     fp = best["provenance"]
     side = None if versus is None else {
         "winner_runs": [round(v, 1) for v in versus.get("winner_runs", [])],
@@ -73,7 +76,7 @@ def summarize(search: Path, grid: Path | None, bound: str, budget: float,
         "bound": bound,
         "vary_global_batch": vary,
         "budget_seconds": budget,
-        "configs": len(evaluated),
+        "configs": len({json.dumps(r.config.to_dict(), sort_keys=True) for r in evaluated}),
         "trials": len(evaluated),
         "trials_ran": len(ran),
         "pruned": sum(r.result.status is Status.PRUNED for r in ran),

@@ -59,7 +59,13 @@ def main(argv: list[str] | None = None) -> int:
         p.error("give --grid, or --against with the config that stands for the optimum")
 
     winner = autotune.load_config(args.best).config
-    others = [(path.stem, autotune.load_config(path).config) for path in args.against]
+    others = []
+    for path in args.against:  # names as the rotation prints them, each once
+        name = path.stem if path.stem not in ("winner", "optimum") else f"{path.stem}-file"
+        taken = {n for n, _ in others}
+        name = next(n for i in range(len(taken) + 2)
+                    if (n := name if not i else f"{name}-{i + 1}") not in taken)
+        others.append((name, autotune.load_config(path).config))
     if args.grid is not None:
         optimum, grid_value = grid_optimum(args.grid)
     else:
