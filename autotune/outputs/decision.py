@@ -86,6 +86,9 @@ def decision_note(winner: Winner) -> str:
                   else f"trial {winner.record.number}, the highest median and the cheapest of "
                   "those as near it as its own runs are to each other, is picked")
         return f"trials {', '.join(map(str, d.tied))} {how}; {picked}"
+    if d.verdict == "too few runs" and d.runs >= 2:
+        return ("ahead of every config run again, but the budget left no fresh run for a "
+                "config the search read within 10% of it")
     if d.verdict == "too few runs":
         return f"ahead, but the budget allowed {d.runs} fresh run(s) of it"
     return "the only config whose fresh runs were ok"

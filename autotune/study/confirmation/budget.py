@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from autotune.study.confirmation.rounds import Candidate
+from autotune.study.confirmation.rounds import WARM_COMPILE_SECONDS, Candidate
 from autotune.study.execution.protocol import Runner
 
 __all__ = ["CONFIRM_SHARE", "FRESH_PROCESS_SECONDS", "SPARE_PROCESS_SECONDS", "TWO_RUNS_SHARE",
@@ -22,7 +22,6 @@ __all__ = ["CONFIRM_SHARE", "FRESH_PROCESS_SECONDS", "SPARE_PROCESS_SECONDS", "T
 # small on the H100: 4.0-4.5 s in its confirmation runs).
 FRESH_PROCESS_SECONDS = 12.0
 SPARE_PROCESS_SECONDS = 4.0
-WARM_COMPILE_SECONDS = 4.5
 CONFIRM_SHARE = 1 / 3
 """At most this share of `--timeout` is held back from the search for confirming: on a noisy
 2-CPU VM, whose runs time their whole budget, the estimate held back 125 of 150 s and the

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 from autotune.study.store.study_attrs import ConfirmationEntry
 
-__all__ = ["DISAGREE", "EQUAL", "Standing", "clearly_ahead", "disagreement", "equivalent",
-           "evidence", "ratio_interval", "standing"]
+__all__ = ["DISAGREE", "EQUAL", "UNRUN_REACH", "Standing", "clearly_ahead", "disagreement",
+           "equivalent", "evidence", "ratio_interval", "standing"]
 
 DISAGREE = 2.0
 """Runs of one config whose fastest is this many times its slowest contradict each other: the
@@ -28,6 +28,10 @@ machine, not the config, set their rates (the issue that motivated this read 55 
 # (Efron & Tibshirani 1993, "An Introduction to the Bootstrap", ch. 13).
 RESAMPLES = 2000
 LEVEL = 0.95
+UNRUN_REACH = 0.10
+"""A config confirmed by no fresh run counts as a contender while its search rate is within
+this of the leader's median (search rates fell 0.91-1.22x of their fresh medians on a 2-CPU
+VM); further behind, it is behind."""
 EQUAL = 0.02
 """Configs whose ratio of medians is known to lie within this of 1 are as fast as each other for
 any purpose (the confirmation's own tolerance): more runs would not make one the winner."""
@@ -119,6 +123,13 @@ def standing(entries: Sequence[ConfirmationEntry]) -> Standing:
     leader = max(ran, key=lambda e: e.median or 0.0)
     lead = evidence(leader)
     behind, contenders, equal = [], [], []
+    # A candidate the time left no run for is judged by its search trial alone: within
+    # UNRUN_REACH of the leader it may be as fast, and the lead is not clear (a confirmation
+    # that let a near contender give way must not call its leader's lead clear).
+    for e in entries:
+        if e.median is None and not e.statuses and e.search_throughput > 0:
+            near = e.search_throughput >= (leader.median or 0.0) * (1 - UNRUN_REACH)
+            (contenders if near else behind).append(e.trial)
     for e in ran:
         if e is leader:
             continue

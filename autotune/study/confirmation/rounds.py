@@ -76,6 +76,9 @@ def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
 
 # A confirmation run is not started with less than this left of the study's budget.
 MIN_RUN_SECONDS = 10.0
+WARM_COMPILE_SECONDS = 4.5
+"""What a compiled config's fresh run pays to compile again, from the warm cache, at most
+(GPT-2 small on the H100: 4.0-4.5 s in its confirmation runs); `budget` plans with it too."""
 def run_confirmation(
     cands: Sequence[Candidate],
     *,
@@ -166,14 +169,14 @@ def _crowded_out(lead: Candidate, rest: Sequence[Candidate], runs: dict[int, lis
     if not math.isfinite(left):
         return []
     by_trial = {c.trial: c for c in rest} | {lead.trial: lead}
-    scales = [_expected_seconds(done) / by_trial[n].duration_seconds
+    scales = [_expected_seconds(done) / _searched(by_trial[n])
               for n, done in runs.items()
-              if n in by_trial and _expected_seconds(done) and by_trial[n].duration_seconds]
+              if n in by_trial and _expected_seconds(done) and _searched(by_trial[n])]
     if not scales:
         return []  # no fresh run of these timed yet: the plan's estimate stands
 
     def cost(c: Candidate) -> float:
-        return _expected_seconds(runs[c.trial]) or c.duration_seconds * statistics.median(scales)
+        return _expected_seconds(runs[c.trial]) or _searched(c) * statistics.median(scales)
 
     owed = max(0, repeats - sum(r.status is Status.OK for r in runs[lead.trial])
                - (lead in rest))  # the leader's run in this round is one of them
@@ -186,6 +189,14 @@ def _crowded_out(lead: Candidate, rest: Sequence[Candidate], runs: dict[int, lis
         dropped.append(slowest)
         need -= cost(slowest)
     return dropped
+
+
+def _searched(c: Candidate) -> float:
+    """Its search trial's seconds with a warm compile in place of the cold one: a fresh run
+    compiles from the cache the search filled (a quick start's 15-s compiled trial, 10 s of it
+    compiling, was costed at 24 s and gave way)."""
+    warm = min(c.compile_seconds, WARM_COMPILE_SECONDS) if c.config.compile != "none" else 0.0
+    return max(c.duration_seconds - c.compile_seconds, 0.0) + warm
 
 
 def _leader(round_: Sequence[Candidate], runs: dict[int, list[TrialResult]]) -> Candidate:

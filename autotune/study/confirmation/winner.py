@@ -160,8 +160,10 @@ def decide(entries: Sequence[ConfirmationEntry], by_number: dict[int, TrialRecor
         verdict = "only one config confirmed"
     elif now.clear:
         verdict = "clear lead"
-    elif not now.contenders and not now.equal:
-        verdict = "too few runs"  # ahead of the rest, but the budget allowed it one run
+    elif not now.equal and not set(now.contenders) & {e.trial for e in others}:
+        # Ahead of the rest, but the budget allowed it one run, or no run of a config the
+        # search read within reach of it (`lead.UNRUN_REACH`).
+        verdict = "too few runs"
     else:
         verdict = "tie within noise"
         pool = [leader] + [e for e in others if e.trial in now.contenders + now.equal]

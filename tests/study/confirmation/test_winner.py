@@ -3,6 +3,7 @@ with the baseline it is compared against."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -297,3 +298,19 @@ def test_configs_shown_equally_fast_tie_with_high_confidence() -> None:
     d = winner.decision
     assert (d.verdict, d.confidence, d.tied) == ("tie within noise", "high", (4, 7))
     assert winner.record.number == 7  # the cheaper: less memory
+
+
+def test_a_config_the_time_left_no_run_for_keeps_a_near_lead_from_being_clear() -> None:
+    # Quick starts on a 2-CPU VM (2026-11-26): the search's near-twins of the leader gave way
+    # to its second run, and the lead over the baseline alone was called clear.
+    recs = [run(0, baseline=True), run(1, batch_size=16), run(2, batch_size=32)]
+    unrun = ConfirmationEntry(trial=1, baseline=False, search_throughput=7680.0, throughputs=(),
+                              median=None, spread=None, statuses=())
+    leader = runs(2, 7950.0, 8030.0, search=7810.0)
+    base = runs(0, 5130.0, search=4800.0, baseline=True)
+    d = pick_winner(recs, [leader, unrun, base]).decision  # type: ignore[union-attr]
+    assert d is not None and (d.confidence, d.verdict) == ("low", "too few runs")
+    # Far behind by its search (more than UNRUN_REACH): the lead stands.
+    far = dataclasses.replace(unrun, search_throughput=5300.0)
+    d = pick_winner(recs, [leader, far, base]).decision  # type: ignore[union-attr]
+    assert d is not None and (d.confidence, d.verdict) == ("high", "clear lead")
