@@ -9,7 +9,7 @@ it in the study. It is built with what it reads: the settings it needs (`Confirm
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -36,6 +36,7 @@ from autotune.study.store.claim import Claim, StudyLock, claim_confirmation, end
     wait_finished
 from autotune.study.store.recovery import step_over
 from autotune.study.store.storage import Heartbeat
+from autotune.study.store.study_attrs import ConfirmationEntry
 
 __all__ = ["ConfirmListener", "ConfirmPhase", "ConfirmSettings"]
 
@@ -121,11 +122,14 @@ class ConfirmPhase:
         cands = self.candidates()
         if not any(not c.baseline for c in cands) or self.signalled():
             return  # nothing but the baseline ran ok: nothing to confirm
+        unrun: list[Candidate] = []
         if deadline is not None:  # fewer configs, so that the leader can run twice
             first, later, gap = self.costs()
             left = deadline - self.clock() - (first - later)  # the first run starts cold
-            cands = fit_to_time(cands, left, lambda c: run_seconds(
+            kept = fit_to_time(cands, left, lambda c: run_seconds(
                 c, measure_gap_seconds=gap, start_seconds=later))
+            # Those left out stay in the verdict, by their search trial alone (`lead.standing`).
+            cands, unrun = kept, [c for c in cands if c not in kept]
         # The longest the confirmation may take (each run's limit is at most the trial's).
         seconds = (s.confirm_max_repeats or s.confirm_repeats) * len(cands) * (
             s.trial_timeout + FRESH_PROCESS_SECONDS)
@@ -136,12 +140,14 @@ class ConfirmPhase:
             return  # another search confirms these trials, or did
         finished = False
         try:
-            finished = self._rounds(cands, deadline)
+            finished = self._rounds(cands, deadline, unrun)
         finally:
             end_confirmation(self.study, self.lock, finished=finished)
 
-    def _rounds(self, cands: list[Candidate], deadline: float | None) -> bool:
-        """Run the rounds and record them; whether they were recorded (not when signalled)."""
+    def _rounds(self, cands: list[Candidate], deadline: float | None,
+                unrun: Sequence[Candidate] = ()) -> bool:
+        """Run the rounds and record them, with an entry of no runs for each of `unrun`;
+        whether they were recorded (not when signalled)."""
         s = self.settings
         self.listener.confirm_started(cands, s.confirm_repeats)
         runs: list[tuple[Candidate, TrialResult]] = []
@@ -158,6 +164,9 @@ class ConfirmPhase:
         )
         if self.signalled():
             return False
+        summary += [ConfirmationEntry(trial=c.trial, baseline=c.baseline,
+                                      search_throughput=c.search_throughput, throughputs=(),
+                                      median=None, spread=None, statuses=()) for c in unrun]
         record_confirmation(self.study, summary, runs)
         return True
 
