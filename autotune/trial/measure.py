@@ -262,23 +262,19 @@ def _plan_windows(warm: WarmUp, s: MeasureSettings, *, gathered: bool) -> _Windo
     # Size windows by wall time per step (data wait included): an input-bound step sized by its
     # compute time alone would run into the 2x cap every window.
     wall = warm.step_wall
-    # A step as long as a window is a window: the fewest-steps rule is for short steps, whose
-    # synchronization and launch jitter a few steps average out. GPT-2 in fp32 on an H100
-    # (1.28 s steps) timed 3 windows of 3 steps, 11.5 s, and they agreed within 0.1%.
+    # A step as long as a window is a window: the fewest-steps rule is for short steps' jitter
+    # (GPT-2 fp32 on an H100, 1.28-s steps: 3 windows of 3 steps agreed within 0.1%).
     rounds = 1 if wall >= s.window_seconds else s.min_window_steps
     if not warm.kept_up:
         rounds = max(rounds, math.ceil(3 * s.num_workers / s.grad_accum))
     per_window = max(rounds, math.ceil(s.window_seconds / max(wall, 1e-9)))
-    # Not across DDP ranks: each rank's loader may hold a different count of batches (an
-    # uneven shard), and every rank must plan the same windows.
-    cycle = 0 if gathered else s.epoch_steps
+    cycle = 0 if gathered else s.epoch_steps  # ranks' shards may differ: they plan alike
     if cycle and cycle <= 2 * per_window:
         # A short epoch's end is a cost that recurs every `cycle` steps: the sampler's new pass
         # and the workers' queue filling again while the step waits (augment.py on 2 CPUs: the
-        # epoch's first of 16 steps took 69 ms, the others 18-42). A window of 2.5 epochs holds
-        # 2 or 3 of them, and the median of such windows lands on either: windows of 28-43
-        # steps spread 2.2-2.5% (sd), of 32 and 48 1.4% and 1.0%, and fresh runs' medians 8%.
-        # Whole epochs hold as many ends each; at most 2x the window planned.
+        # epoch's first of 16 steps took 69 ms, the others 18-42). Windows of 2.5 epochs hold 2
+        # or 3 of them (28-43 steps spread 2.2-2.5% sd, 32 and 48 1.4% and 1.0%); whole epochs
+        # hold as many ends each; at most 2x the window planned.
         per_window = rounds = math.ceil(per_window / cycle) * cycle
     # Across ranks a window is not cut short by one rank's clock: all must run its steps.
     max_seconds = math.inf if gathered else 2 * s.window_seconds

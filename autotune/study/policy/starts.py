@@ -263,10 +263,8 @@ class Ladder:
     """The follow-ups not yet run, handed to the study one at a time.
 
     A new best's follow-ups go before those of the configs it beat: the climb follows the best
-    at once instead of first finishing an older, slower config's list (on the launch-bound
-    grid, the baseline's eager larger batches ran before the CUDA-graph ones that the new best
-    pointed at). Kept in this process: a resumed study goes on with the sampler.
-    """
+    at once (on the launch-bound grid, the baseline's eager larger batches ran before the
+    CUDA-graph ones that the new best pointed at). Kept in this process only."""
 
     def __init__(self) -> None:
         self.pending: list[Start] = []
