@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from autotune.study.confirmation.rounds import WARM_COMPILE_SECONDS, Candidate
+from autotune.study.confirmation.rounds import WARM_COMPILE_SECONDS, Candidate, searched_seconds
 from autotune.study.execution.protocol import Runner
 
 __all__ = ["CONFIRM_SHARE", "FRESH_PROCESS_SECONDS", "SPARE_PROCESS_SECONDS", "TWO_RUNS_SHARE",
@@ -95,8 +95,7 @@ def run_seconds(c: Candidate, *, measure_gap_seconds: float, start_seconds: floa
     confirmation's longer measurement (all of `measure_gap_seconds` for a config whose search
     windows did not converge, half of it for one whose did)."""
     gap = measure_gap_seconds if not c.converged else measure_gap_seconds / 2
-    warm = min(c.compile_seconds, WARM_COMPILE_SECONDS) if c.config.compile != "none" else 0.0
-    return max(c.duration_seconds - c.compile_seconds, 0.0) + warm + start_seconds + gap
+    return searched_seconds(c) + start_seconds + gap
 
 
 def fit_to_time(cands: Sequence[Candidate], seconds: float,

@@ -28,6 +28,7 @@ from autotune.study.confirmation.rounds import (
     candidates,
     record_confirmation,
     run_confirmation,
+    summarize,
 )
 from autotune.study.execution.protocol import Runner
 from autotune.study.space.bound import SearchSpace
@@ -36,7 +37,6 @@ from autotune.study.store.claim import Claim, StudyLock, claim_confirmation, end
     wait_finished
 from autotune.study.store.recovery import step_over
 from autotune.study.store.storage import Heartbeat
-from autotune.study.store.study_attrs import ConfirmationEntry
 
 __all__ = ["ConfirmListener", "ConfirmPhase", "ConfirmSettings"]
 
@@ -164,9 +164,7 @@ class ConfirmPhase:
         )
         if self.signalled():
             return False
-        summary += [ConfirmationEntry(trial=c.trial, baseline=c.baseline,
-                                      search_throughput=c.search_throughput, throughputs=(),
-                                      median=None, spread=None, statuses=()) for c in unrun]
+        summary += summarize(unrun, {c.trial: [] for c in unrun})
         record_confirmation(self.study, summary, runs)
         return True
 

@@ -30,7 +30,8 @@ from autotune.study.store import records, study_attrs
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 from autotune.study.store.study_attrs import ConfirmationEntry
 
-__all__ = ["Candidate", "candidates", "record_confirmation", "run_confirmation"]
+__all__ = ["WARM_COMPILE_SECONDS", "Candidate", "candidates", "record_confirmation",
+           "run_confirmation", "searched_seconds", "summarize"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -169,14 +170,14 @@ def _crowded_out(lead: Candidate, rest: Sequence[Candidate], runs: dict[int, lis
     if not math.isfinite(left):
         return []
     by_trial = {c.trial: c for c in rest} | {lead.trial: lead}
-    scales = [_expected_seconds(done) / _searched(by_trial[n])
+    scales = [_expected_seconds(done) / searched_seconds(by_trial[n])
               for n, done in runs.items()
-              if n in by_trial and _expected_seconds(done) and _searched(by_trial[n])]
+              if n in by_trial and _expected_seconds(done) and searched_seconds(by_trial[n])]
     if not scales:
         return []  # no fresh run of these timed yet: the plan's estimate stands
 
     def cost(c: Candidate) -> float:
-        return _expected_seconds(runs[c.trial]) or _searched(c) * statistics.median(scales)
+        return _expected_seconds(runs[c.trial]) or searched_seconds(c) * statistics.median(scales)
 
     owed = max(0, repeats - sum(r.status is Status.OK for r in runs[lead.trial])
                - (lead in rest))  # the leader's run in this round is one of them
@@ -191,7 +192,7 @@ def _crowded_out(lead: Candidate, rest: Sequence[Candidate], runs: dict[int, lis
     return dropped
 
 
-def _searched(c: Candidate) -> float:
+def searched_seconds(c: Candidate) -> float:
     """Its search trial's seconds with a warm compile in place of the cold one: a fresh run
     compiles from the cache the search filled (a quick start's 15-s compiled trial, 10 s of it
     compiling, was costed at 24 s and gave way)."""
@@ -201,11 +202,10 @@ def _searched(c: Candidate) -> float:
 
 def _leader(round_: Sequence[Candidate], runs: dict[int, list[TrialResult]]) -> Candidate:
     """The round's leader: the highest median of ok fresh runs, else the search's fastest."""
-    ran = [c for c in round_ if any(r.status is Status.OK and r.throughput for r in runs[c.trial])]
-    if not ran:
+    now = standing(summarize(round_, runs)).leader
+    if now is None:
         return max(round_, key=lambda c: c.search_throughput)
-    return max(ran, key=lambda c: statistics.median(
-        r.throughput for r in runs[c.trial] if r.status is Status.OK and r.throughput))
+    return next(c for c in round_ if c.trial == now.trial)
 
 
 def _expected_seconds(done: list[TrialResult]) -> float:

@@ -71,9 +71,10 @@ class OneShapeStage:
         fixing = shape_fixing(self.space, ran)
         if not fixing:
             return [], []
+        seen = {r.config for r in finished if r.config is not None and r.result is not None}
         if not self.eager_queued:
             self.eager_queued = True
-            starts = self._eager(ran, finished, fixing)
+            starts = self._eager(ran, finished, fixing, seen)
             if starts:
                 return starts, []
         one = [r for r in ran if r.config.compile == "none" and r.result.shapes_vary is False
@@ -81,7 +82,6 @@ class OneShapeStage:
         if not one:
             return [], []
         lead = max(one, key=lambda r: r.rate)  # it may lead already: eager bf16 of one shape
-        seen = {r.config for r in finished if r.config is not None and r.result is not None}
         forms = compiled_forms(self.space, lead.config, device=self.device)
         if any(c in seen for _, c in forms):
             self.compiled_queued = True  # compiled already, by the ladder or TPE
@@ -90,7 +90,7 @@ class OneShapeStage:
         return [], forms[:1]
 
     def _eager(self, ran: Sequence[MeasuredRecord], finished: Sequence[TrialRecord],
-               fixing: dict[str, Any]) -> list[Start]:
+               fixing: dict[str, Any], seen: set[TrainConfig]) -> list[Start]:
         """The best eager config of varying shapes with the shape-fixing values, in each dtype."""
         varying = [r for r in ran if r.config.compile == "none" and r.result.shapes_vary]
         if not varying:
@@ -100,7 +100,6 @@ class OneShapeStage:
         if any(base.params.get(k) != v for k, v in fixing.items()) or not self.space.holds(base) \
                 or known_incompatible(base, self.device) is not None:
             return []
-        seen = {r.config for r in finished if r.config is not None and r.result is not None}
         starts = [] if base in seen else [(f"{EAGER}{base.describe()}", base)]
         if self.device == "cuda":
             starts += [s for s in dtype_starts(self.space, base, finished, device=self.device)
