@@ -28,7 +28,8 @@ from autotune.study.execution.slots import Job, Slots
 from autotune.study.objective import Objective, Outcome
 from autotune.study.policy.eager import cannot_win
 from autotune.study.policy.pruning import report_windows
-from autotune.study.policy.starts import Ladder, prunable
+from autotune.study.policy.ladder import Ladder
+from autotune.study.policy.starts import prunable
 from autotune.study.policy.telling import tell
 from autotune.study.settings import SearchListener, SearchSettings
 from autotune.study.space.bound import SearchSpace

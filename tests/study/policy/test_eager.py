@@ -19,7 +19,8 @@ from autotune.outputs.display import QuietListener
 from autotune.study.policy.eager import (DtypeStage, adapter_knob_starts, cannot_win,
                                          compile_gains, dtype_starts, gains_of)
 from autotune.study.policy.one_shape import compiled_forms
-from autotune.study.policy.starts import Ladder, diagnosed_recipe, follow_ups, initial_starts
+from autotune.study.policy.ladder import Ladder
+from autotune.study.policy.starts import diagnosed_recipe, follow_ups, initial_starts
 from autotune.study.search import Search, SearchSettings
 from autotune.study.space.bound import SearchSpace
 from autotune.study.space.file import parse_space

@@ -13,7 +13,7 @@ from optuna.trial import TrialState
 from autotune import Adapter, Diagnosis, Status, TrainConfig, TrialResult, Verdict
 from autotune.outputs.display import QuietListener
 from autotune.study.policy.one_shape import OneShapeStage, shape_fixing
-from autotune.study.policy.starts import Ladder
+from autotune.study.policy.ladder import Ladder
 from autotune.study.search import Search, SearchSettings
 from autotune.study.space.file import parse_space
 from autotune.study.store.records import TrialRecord, measured

@@ -10,7 +10,8 @@ import pytest
 from optuna.trial import TrialState
 
 from autotune import Adapter, Diagnosis, Status, TrainConfig, TrialResult, Verdict
-from autotune.study.policy.starts import Ladder, diagnosed_recipe, follow_ups, initial_starts
+from autotune.study.policy.ladder import Ladder
+from autotune.study.policy.starts import diagnosed_recipe, follow_ups, initial_starts
 from autotune.study.space.bound import SearchSpace
 from autotune.study.space.file import parse_space
 from autotune.study.store import records
@@ -215,6 +216,27 @@ def test_on_a_gpu_the_checks_keep_the_graph_and_fewer_workers_only_when_not_inpu
     smaller = [config.replace(batch_size=32)] if verdict is Verdict.INPUT else []
     assert checks == smaller + [config.replace(compile="none")] + fewer + [
         config.replace(pin_memory=False), config.replace(expandable_segments=True)]
+
+
+@pytest.mark.parametrize("verdict", [Verdict.COMPUTE, Verdict.OVERHEAD, Verdict.INPUT])
+def test_a_compiled_best_checks_the_other_optimizer_unless_input_bound(verdict: Verdict) -> None:
+    # The padded transformers GPT-2 (H100, 2026-11-26): its eager fused trial read 0.89x in
+    # variable-shape noise and fused was never tried again; compiled with CUDA graphs, fused is
+    # the best known config.
+    raw = {**GPU_SPACE, "compile": {"choices": ["none", "reduce-overhead"]},
+           "optimizer_impl": {"choices": ["default", "fused"]}}
+    config = TrainConfig(batch_size=64, num_workers=8, prefetch_factor=4, pin_memory=True,
+                         persistent_workers=True, amp_dtype="bf16", compile="reduce-overhead")
+    best = done(1, config, verdict)
+    checks = ups(space_of(raw, device="cuda", cpus=8), best, best, device="cuda")
+    fused = config.replace(optimizer_impl="fused")
+    if verdict is Verdict.INPUT:
+        assert fused not in checks
+    else:  # right after compile off: the most at stake after the compile itself
+        assert checks[checks.index(config.replace(compile="none")) + 1] == fused
+    eager = done(2, config.replace(compile="none"), verdict)  # eager: the dtype stage's trial
+    assert config.replace(compile="none", optimizer_impl="fused") not in ups(
+        space_of(raw, device="cuda", cpus=8), eager, eager, device="cuda")
 
 
 def test_a_follow_up_that_did_not_beat_the_best_checks_the_bests_choices() -> None:

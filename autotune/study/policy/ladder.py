@@ -1,0 +1,56 @@
+"""The follow-ups not yet run (`starts.follow_ups`, the eager and one-shape stages), handed to
+the study one at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import optuna
+
+from autotune.contract.config import TrainConfig
+from autotune.study.policy.starts import EAGER, Start
+from autotune.study.space.bound import SearchSpace
+from autotune.study.store import records
+
+__all__ = ["Ladder"]
+
+
+class Ladder:
+    """The follow-ups not yet run, handed to the study one at a time.
+
+    A new best's follow-ups go before those of the configs it beat: the climb follows the best
+    at once (on the launch-bound grid, the baseline's eager larger batches ran before the
+    CUDA-graph ones that the new best pointed at). Kept in this process only."""
+
+    def __init__(self) -> None:
+        self.pending: list[Start] = []
+        self._urgent: list[Start] = []
+
+    def add(self, starts: list[Start], *, new_best: bool, urgent: bool = False) -> None:
+        """Urgent starts (a large expected gain) first, then a new best's, then the rest."""
+        if urgent:  # first, also when already pending
+            self._urgent += [s for s in starts if s not in self._urgent]
+            self.pending = list(starts) + [s for s in self.pending if s not in starts]
+            return
+        fresh = [s for s in starts if s not in self.pending]
+        kept = [s for s in self.pending if s not in fresh]
+        first = [s for s in kept if s in self._urgent]
+        rest = [s for s in kept if s not in self._urgent]
+        self.pending = first + (fresh + rest if new_best else rest + fresh)
+
+    def feed(self, study: optuna.Study, space: SearchSpace,
+             skip: Callable[[TrainConfig], bool] | None = None) -> None:
+        """Enqueue the next pending start unless the study already has one waiting: an eager
+        dtype trial first, then in order; a start for which `skip` holds is dropped."""
+        if any(t.state == optuna.trial.TrialState.WAITING
+               for t in study.get_trials(deepcopy=False)):
+            return
+        while self.pending:
+            first = next((i for i, (role, _) in enumerate(self.pending)
+                          if role.startswith(EAGER)), 0)
+            role, config = self.pending.pop(first)
+            if (role, config) in self._urgent:
+                self._urgent.remove((role, config))
+            if not records.role_taken(study, role) and not (skip is not None and skip(config)):
+                records.enqueue_config(study, space.params_for(config), role)
+                return
