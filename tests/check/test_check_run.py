@@ -127,7 +127,8 @@ def test_bad_input_and_no_ok_run_exit_2_with_the_reason(tmp_path: Path) -> None:
 
 
 def test_best_yaml_gives_its_confirmed_figure_and_provenance() -> None:
-    stored = read_baseline(REPO_ROOT / "results/h100/search/gpt/best.yaml")
+    # A real best.yaml: GPT-2 small's H100 search of 2026-11-23 (results/h100/search/gpt/ then).
+    stored = read_baseline(REPO_ROOT / "tests/data/gpt-best-h100.yaml")
     assert (stored.throughput, stored.unit, stored.runs) == (420413.7, "tokens",
                                                              (421230.9, 419596.4))
     assert (stored.device, stored.device_kind, stored.torch) == ("NVIDIA H100 80GB HBM3", "cuda",
