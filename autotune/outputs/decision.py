@@ -80,8 +80,9 @@ def decision_note(winner: Winner) -> str:
                      "better than that")
         return lead
     if d.verdict == "tie within noise":
-        how = ("are as fast as each other (their ratio within 2% of 1)" if d.confidence == "high"
-               else "are within the noise of their runs")
+        top = d.leader if d.leader is not None else winner.record.number
+        how = (f"are within the noise of their runs, none shown more than 2% faster than "
+               f"trial {top}" if d.confidence == "high" else "are within the noise of their runs")
         picked = (f"the cheapest, trial {winner.record.number}, is picked" if d.leader is not None
                   else f"trial {winner.record.number}, the highest median and the cheapest of "
                   "those as near it as its own runs are to each other, is picked")

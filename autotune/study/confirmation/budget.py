@@ -27,8 +27,8 @@ CONFIRM_SHARE = 1 / 3
 2-CPU VM, whose runs time their whole budget, the estimate held back 125 of 150 s and the
 search ran 3 trials; the confirmation's rounds adapt to whatever is left."""
 TWO_RUNS_SHARE = 1 / 2
-"""Up to this share of `--timeout` is held back when two runs of the leader and one of the
-baseline need more than CONFIRM_SHARE (`reserve_seconds`)."""
+"""Up to this share of `--timeout` is held back when two runs of each of the two leaders and one
+of the baseline need more than CONFIRM_SHARE (`reserve_seconds`)."""
 
 
 def start_costs(search_runner: Runner, confirm_runner: Runner) -> tuple[float, float]:
@@ -68,10 +68,12 @@ def reserve_seconds(cands: Sequence[Candidate], repeats: int, *, timeout: float 
                     measure_gap_seconds: float, start_seconds: float,
                     later_start_seconds: float) -> float:
     """What the search holds back from `timeout` for confirming these: `estimate_seconds`, at
-    most CONFIRM_SHARE of the timeout, but never less than two runs of the leader and one of
-    the baseline (a winner needs two fresh runs), up to TWO_RUNS_SHARE of it. On an H100 a
-    transformers GPT-2 whose leader compiled for 94 s, and a ResNet whose leader compiled, each
-    kept a third of ~500 s and confirmed its winner once (confidence low)."""
+    most CONFIRM_SHARE of the timeout, but never less than two runs of each of the two leaders
+    by the search and one of the baseline (a winner needs two fresh runs, and so does telling
+    it from the next), up to TWO_RUNS_SHARE of it. On an H100 a transformers GPT-2 whose leader
+    compiled for 94 s, and a ResNet whose leader compiled, each kept a third of ~500 s and
+    confirmed its winner once (confidence low); the quick start (140 s, 2-CPU VM) kept 47 s,
+    four fresh runs, and its leader and a twin 0.3% behind had three between them."""
     reserve = estimate_seconds(cands, repeats, measure_gap_seconds=measure_gap_seconds,
                                start_seconds=start_seconds, later_start_seconds=later_start_seconds)
     if timeout is None:
@@ -84,7 +86,7 @@ def reserve_seconds(cands: Sequence[Candidate], repeats: int, *, timeout: float 
                            start_seconds=later_start_seconds)
 
     two_runs = (start_seconds - later_start_seconds + sum(map(cost, base))
-                + 2 * cost(leaders[0])) if leaders else 0.0
+                + 2 * sum(map(cost, leaders[:2]))) if leaders else 0.0
     floor = min(two_runs, TWO_RUNS_SHARE * timeout)
     return min(reserve, max(CONFIRM_SHARE * timeout, floor))
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from autotune.study.store.study_attrs import ConfirmationEntry
 
 __all__ = ["DISAGREE", "EQUAL", "UNRUN_REACH", "Standing", "clearly_ahead", "disagreement",
-           "equivalent", "evidence", "ratio_interval", "standing"]
+           "equivalent", "evidence", "not_faster", "ratio_interval", "standing"]
 
 DISAGREE = 2.0
 """Runs of one config whose fastest is this many times its slowest contradict each other: the
@@ -29,9 +29,11 @@ machine, not the config, set their rates (the issue that motivated this read 55 
 RESAMPLES = 2000
 LEVEL = 0.95
 UNRUN_REACH = 0.10
-"""A config confirmed by no fresh run counts as a contender while its search rate is within
-this of the leader's median (search rates fell 0.91-1.22x of their fresh medians on a 2-CPU
-VM); further behind, it is behind."""
+"""While fewer than two configs ran fresh, a config confirmed by no fresh run counts as a
+contender while its search rate is within this of the leader's median (search rates fell
+0.91-1.22x of their fresh medians on a 2-CPU VM); further behind, it is behind. Once two have,
+their own search-to-fresh ratios say how fast its fresh runs would likely be (`_fastest_fresh`):
+more than `EQUAL` faster than the leader is a contender, no faster is behind."""
 EQUAL = 0.02
 """Configs whose ratio of medians is known to lie within this of 1 are as fast as each other for
 any purpose (the confirmation's own tolerance): more runs would not make one the winner."""
@@ -78,6 +80,18 @@ def clearly_ahead(a: Sequence[float], b: Sequence[float]) -> bool:
     return min(a) > max(b) or ratio_interval(a, b)[0] > 1.0
 
 
+def not_faster(other: Sequence[float], leader: Sequence[float]) -> bool:
+    """Whether fresh runs (two each at least) show `other` no more than `EQUAL` faster than
+    `leader`: the interval of median(other) / median(leader) ends at or below 1 + EQUAL. The
+    one-sided form of `equivalent` (a non-inferiority margin): the leader may be faster still,
+    but no run would show the other worth picking. Twins on a 2-CPU VM (bs=256 against bs=128
+    x 2, 8.54k and 8.31k over 6 runs each) are 2.7% apart at ~2% a run: neither clear nor
+    equivalent in the 4-5 runs a quick start's confirmation has."""
+    if len(other) < 2 or len(leader) < 2:
+        return False
+    return ratio_interval(other, leader)[1] <= 1 + EQUAL
+
+
 def equivalent(a: Sequence[float], b: Sequence[float]) -> bool:
     """Whether fresh runs `a` and `b` (two each at least) show the two configs equally fast:
     the interval of their ratio lies within `EQUAL` of 1."""
@@ -100,7 +114,8 @@ class Standing:
     failed: tuple[int, ...]
     """No fresh run was ok (out of memory, an error, a timeout)."""
     equal: tuple[int, ...] = ()
-    """As fast as the leader, shown by their fresh runs (`equivalent`): no run would part them."""
+    """As fast as the leader, shown by their fresh runs (`equivalent`), or shown no more than
+    `EQUAL` faster than it (`not_faster`): no run would make them worth picking over it."""
 
     @property
     def settled(self) -> bool:
@@ -123,21 +138,41 @@ def standing(entries: Sequence[ConfirmationEntry]) -> Standing:
     leader = max(ran, key=lambda e: e.median or 0.0)
     lead = evidence(leader)
     behind, contenders, equal = [], [], []
-    # A candidate the time left no run for is judged by its search trial alone: within
-    # UNRUN_REACH of the leader it may be as fast, and the lead is not clear (a confirmation
-    # that let a near contender give way must not call its leader's lead clear).
+    # A candidate the time left no run for is judged by its search trial alone (a
+    # confirmation that let a near contender give way must not call its leader's lead clear).
+    fastest = _fastest_fresh(ran)
     for e in entries:
         if e.median is None and not e.statuses and e.search_throughput > 0:
-            near = e.search_throughput >= (leader.median or 0.0) * (1 - UNRUN_REACH)
-            (contenders if near else behind).append(e.trial)
+            if fastest is None:  # within UNRUN_REACH of the leader it may be as fast
+                near = e.search_throughput >= (leader.median or 0.0) * (1 - UNRUN_REACH)
+                (contenders if near else behind).append(e.trial)
+                continue
+            most = e.search_throughput * fastest  # the fastest its fresh runs would likely be
+            top = leader.median or 0.0
+            (behind if most <= top else equal if most <= top * (1 + EQUAL)
+             else contenders).append(e.trial)
     for e in ran:
         if e is leader:
             continue
         if clearly_ahead(lead, evidence(e)):
             behind.append(e.trial)
-        elif equivalent(leader.throughputs, e.throughputs):
+        elif equivalent(leader.throughputs, e.throughputs) \
+                or not_faster(e.throughputs, leader.throughputs):
             equal.append(e.trial)
         else:
             contenders.append(e.trial)
     return Standing(leader=leader, behind=tuple(behind), contenders=tuple(contenders),
                     failed=failed, equal=tuple(equal))
+
+
+def _fastest_fresh(ran: Sequence[ConfirmationEntry]) -> float | None:
+    """The highest a config's fresh median may be per unit of its search rate, as this study's
+    own confirmed configs show: their lowest search-to-fresh ratio, made lower still by the
+    spread of those ratios. None while fewer than two configs (the baseline aside) have both.
+    Search rates are forked processes' short windows: on a 2-CPU VM they read 0.91-1.22x the
+    fresh medians over many studies, but within one study alike (a quick start: 1.051, 1.055)."""
+    ratios = [e.search_throughput / e.median for e in ran
+              if not e.baseline and e.median and e.search_throughput > 0]
+    if len(ratios) < 2:
+        return None
+    return max(ratios) / min(ratios) ** 2

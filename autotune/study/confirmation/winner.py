@@ -35,8 +35,9 @@ class Decision:
     """How sure the confirmation is of its winner, and the numbers behind it."""
 
     confidence: str
-    """"high": the winner's lead is clear, or it ties configs its runs show equally fast (within
-    2%), its own runs agree within `SPREAD_WARNING` and the baseline's within 2x; else "low"."""
+    """"high": the winner's lead is clear, or it ties configs its runs show no more than 2%
+    faster than the leader (`lead.not_faster`), its own runs agree within `SPREAD_WARNING` and
+    the baseline's within 2x; else "low"."""
     verdict: str
     """"clear lead", "tie within noise", "too few runs" or "only one config confirmed"."""
     runs: int

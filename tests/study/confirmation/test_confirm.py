@@ -145,7 +145,7 @@ def test_start_costs_follow_the_measured_start_up_and_the_runner() -> None:
     assert start_costs(forked, Ahead()) == (14.0, SPARE_PROCESS_SECONDS)
 
 
-def test_the_reserve_keeps_two_runs_of_the_leader_when_a_third_of_the_budget_does_not(
+def test_the_reserve_keeps_two_runs_of_the_leaders_when_a_third_of_the_budget_does_not(
         trials: list[TrialRecord]) -> None:
     cands = candidates(trials, 2)  # trials of 20, 12 and 5 (the baseline) seconds, no compile
     run = [20.0 + FRESH_PROCESS_SECONDS, 12.0 + FRESH_PROCESS_SECONDS, 5.0 + FRESH_PROCESS_SECONDS]
@@ -154,11 +154,17 @@ def test_the_reserve_keeps_two_runs_of_the_leader_when_a_third_of_the_budget_doe
     full = estimate_seconds(cands, 3)
     assert reserve_seconds(cands, 3, timeout=None, **plan) == full  # no budget: all of it
     assert reserve_seconds(cands, 3, timeout=10 * full, **plan) == full  # it fits a third
-    two_runs = 2 * run[0] + run[2]  # the leader twice, the baseline once
-    # A third of 200 s is 67 s, less than two runs of the leader and one of the baseline (81 s).
-    assert reserve_seconds(cands, 3, timeout=200.0, **plan) == pytest.approx(two_runs)
+    two_runs = 2 * run[0] + 2 * run[1] + run[2]  # the two leaders twice, the baseline once
+    # A third of 300 s is 100 s, less than two runs of each leader and one of the baseline
+    # (129 s).
+    assert reserve_seconds(cands, 3, timeout=300.0, **plan) == pytest.approx(two_runs)
     # ... which is held back up to half the budget, never more.
-    assert reserve_seconds(cands, 3, timeout=100.0, **plan) == pytest.approx(50.0)
+    assert reserve_seconds(cands, 3, timeout=200.0, **plan) == pytest.approx(100.0)
+    # One leader: its two runs and the baseline's (81 s) fit in a third (100 s).
+    one = [c for c in cands if c.baseline or c.search_throughput == max(
+        x.search_throughput for x in cands)]
+    assert len(one) == 2 and reserve_seconds(one, 3, timeout=240.0, **plan) == pytest.approx(
+        2 * run[0] + run[2])
     # Without a leader (the baseline alone) nothing is held back.
     assert reserve_seconds([c for c in cands if c.baseline], 3, timeout=100.0, **plan) == 0.0
 

@@ -281,7 +281,9 @@ def test_a_tie_made_by_one_config_s_scatter_does_not_pick_it_for_its_cost() -> N
                                 runs(0, 7200.0, 7300.0, baseline=True)])
     assert winner is not None and winner.decision is not None
     d = winner.decision
-    assert (d.verdict, d.confidence, d.tied) == ("tie within noise", "low", (3, 5))
+    # Trial 5 is shown no more than 2% faster than trial 3 (`lead.not_faster`): the pick is
+    # sure, though not a clear lead.
+    assert (d.verdict, d.confidence, d.tied) == ("tie within noise", "high", (3, 5))
     assert winner.record.number == 3 and d.leader is None
     # Within the leader's own spread, the cheaper one still wins the tie.
     winner = pick_winner(recs, [runs(3, 10700.0, 10400.0), runs(5, 10600.0, 10450.0, 5890.0),
