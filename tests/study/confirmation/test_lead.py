@@ -144,3 +144,16 @@ def test_an_unrun_config_is_judged_by_this_studys_search_to_fresh_ratios() -> No
     # With one config's ratio known, the fixed reach: 7.92k is within 10% of 7.79k.
     alone = [entry(13, 7780.0, 7800.0, search=8180.0), ran[2]]
     assert standing([*alone, entry(16, search=7920.0, statuses=())]).contenders == (16,)
+
+
+def test_a_config_run_once_is_shown_no_faster_by_its_search_rate_as_the_others_read() -> None:
+    # A quick start (2-CPU VM, 43d9e5c): #3 ran 7.03k fresh after 8.0k in the search, where the
+    # search read #2 and #5 1.027x and 1.10x their fresh medians: 8.0k / 1.064 = 7.52k.
+    ran = [entry(2, 8090.0, 7900.0, search=8210.0), entry(5, 7740.0, 7900.0, search=8610.0),
+           entry(0, 4940.0, search=5070.0, baseline=True)]
+    now = standing([*ran, entry(3, 7030.0, search=8000.0)])
+    assert 3 in now.equal and now.settled and 3 not in now.behind  # no faster, not behind
+    # With one other config's ratio known, its raw search rate keeps it in question.
+    assert 3 in standing([ran[0], ran[2], entry(3, 7030.0, search=8000.0)]).contenders
+    # And a search rate that, scaled, could be more than 2% ahead keeps it so too.
+    assert 3 in standing([*ran, entry(3, 7030.0, search=9000.0)]).contenders
