@@ -41,13 +41,22 @@ class Ladder:
     def feed(self, study: optuna.Study, space: SearchSpace,
              skip: Callable[[TrainConfig], bool] | None = None) -> None:
         """Enqueue the next pending start unless the study already has one waiting: an eager
-        dtype trial first, then in order; a start for which `skip` holds is dropped."""
-        if any(t.state == optuna.trial.TrialState.WAITING
-               for t in study.get_trials(deepcopy=False)):
+        dtype trial first, then in order; a start for which `skip` holds is dropped. While an
+        eager trial runs (on another device), no compiled start: what to compile follows from
+        every eager rate."""
+        trials = study.get_trials(deepcopy=False)
+        if any(t.state == optuna.trial.TrialState.WAITING for t in trials):
             return
+        eager_running = any(t.state == optuna.trial.TrialState.RUNNING
+                            and records.read_role(t).startswith(EAGER) for t in trials)
         while self.pending:
+            first = next((i for i, (role, c) in enumerate(self.pending)
+                          if role.startswith(EAGER) or not eager_running
+                          or c.compile == "none"), None)
+            if first is None:
+                return  # only compiled starts left, and an eager trial still runs
             first = next((i for i, (role, _) in enumerate(self.pending)
-                          if role.startswith(EAGER)), 0)
+                          if role.startswith(EAGER)), first)
             role, config = self.pending.pop(first)
             if (role, config) in self._urgent:
                 self._urgent.remove((role, config))

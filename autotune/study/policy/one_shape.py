@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from optuna.trial import TrialState
+
 from autotune.contract.config import TrainConfig
 from autotune.contract.request import known_incompatible
 from autotune.study.policy.eager import _measured, dtype_starts
@@ -50,6 +52,9 @@ def shape_fixing(space: SearchSpace, ran: Sequence[MeasuredRecord]) -> dict[str,
     return fixing
 
 
+_LIVE = (TrialState.RUNNING, TrialState.WAITING)
+
+
 class OneShapeStage:
     """Queues, once, the eager trials of one shape (step 1 above), then, once, the compile of
     the fastest of them (step 2). `due` returns (eager starts, urgent compiled starts)."""
@@ -62,8 +67,11 @@ class OneShapeStage:
 
     def due(self, finished: Sequence[TrialRecord], pending: Sequence[Start]
             ) -> tuple[list[Start], list[Start]]:
-        if self.compiled_queued or any(role.startswith(EAGER) for role, _ in pending):
-            return [], []  # done, or the eager stages (dtypes, adapter knobs) still run
+        """`finished`: the study's records (running ones too); `pending`: the ladder's."""
+        if self.compiled_queued or any(role.startswith(EAGER) for role, _ in pending) \
+                or any(r.role.startswith(EAGER) and r.state in _LIVE for r in finished):
+            return [], []  # done, or the eager stages (dtypes, adapter knobs) still run: on
+            # several devices, an eager trial running on another is not measured yet
         ran = _measured(finished)
         varying = [r for r in ran if r.result.shapes_vary]
         if not varying:

@@ -176,8 +176,8 @@ def write_result_of(study: optuna.Study, trial_id: int, result: TrialResult) -> 
     study._storage.set_trial_user_attr(trial_id, _RESULT, result.to_dict())
 
 
-def read_role(trial: optuna.Trial) -> str:
-    """The role a running trial was enqueued with ("" for the sampler's own)."""
+def read_role(trial: optuna.Trial | FrozenTrial) -> str:
+    """The role a trial was enqueued with ("" for the sampler's own)."""
     return str(trial.user_attrs.get(_ROLE) or "")
 
 

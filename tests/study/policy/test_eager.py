@@ -24,7 +24,7 @@ from autotune.study.policy.starts import diagnosed_recipe, follow_ups, initial_s
 from autotune.study.search import Search, SearchSettings
 from autotune.study.space.bound import SearchSpace
 from autotune.study.space.file import parse_space
-from autotune.study.store.records import TrialRecord, read_records
+from autotune.study.store.records import TrialRecord, enqueue_config, read_records
 
 GPU_SPACE = {
     "num_workers": {"low": 0, "high": "cores"},
@@ -353,3 +353,28 @@ def test_padding_to_one_shape_is_found_though_it_trails_eager(tmp_path: Path) ->
     assert ran.index(("tf32", "reduce-overhead", 1024)) < 7, ran
     study = optuna.load_study(study_name="t", storage=f"sqlite:///{tmp_path / 'study.db'}")
     assert study.best_value == pytest.approx(206e3)
+
+
+def test_no_compiled_start_is_fed_while_an_eager_trial_runs_on_another_device() -> None:
+    # Several GPUs: the fp16 trial runs on one while another asks for work; a compile picked
+    # now would not know fp16's rate (a review of the one-shape stage, 2026-11-26).
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space = space_of(GPU_SPACE)
+    study = optuna.create_study(direction="maximize")
+    compiled = ("follow: compile", EAGER.replace(compile="default"))
+    pin = ("follow: pin", EAGER.replace(pin_memory=not EAGER.pin_memory))
+    ladder = Ladder()
+    ladder.add([compiled, pin], new_best=True)
+    enqueue_config(study, space.params_for(EAGER.replace(amp_dtype="fp16")),
+                   "eager: fp16")
+    running = study.ask()  # the eager trial, started on another device
+    ladder.feed(study, space)
+    (waiting,) = study.get_trials(states=(TrialState.WAITING,))
+    assert waiting.user_attrs["role"] == "follow: pin" and ladder.pending == [compiled]
+    study.ask()  # pin starts; the compile still waits for the eager trial
+    ladder.feed(study, space)
+    assert not study.get_trials(states=(TrialState.WAITING,)) and ladder.pending == [compiled]
+    study.tell(running, 1.0)
+    ladder.feed(study, space)
+    (waiting,) = study.get_trials(states=(TrialState.WAITING,))
+    assert waiting.user_attrs["role"] == "follow: compile"

@@ -91,6 +91,12 @@ def test_the_stage_runs_the_dtypes_at_one_shape_on_the_best_eager_knobs_then_com
     bf16 = s.changed(one, amp_dtype="bf16")
     ran += [record(4, one, 56.0, False), record(5, bf16, 78.7, False),
             record(6, s.changed(one, amp_dtype="fp16"), 75.0, False)]
+    # On several GPUs the fp32 trial may still run on another: nothing is compiled yet (the
+    # fastest dtype is not known).
+    fp32 = s.changed(one, amp_dtype="fp32")
+    running = TrialRecord(number=7, state=TrialState.RUNNING, value=None, config=fp32,
+                          result=None, role=f"eager: {fp32.describe()}")
+    assert stage.due([*ran, running], []) == ([], [])
     eager, compiled = stage.due(ran, [])
     assert eager == [] and [c for _, c in compiled] == [bf16.replace(compile="reduce-overhead")]
     assert stage.due(ran, []) == ([], [])  # once
