@@ -89,7 +89,7 @@ def decision_note(winner: Winner) -> str:
         return f"trials {', '.join(map(str, d.tied))} {how}; {picked}"
     if d.verdict == "too few runs" and d.runs >= 2:
         return ("ahead of every config run again, but the budget left no fresh run for a "
-                "config the search read within 10% of it")
+                "config whose search rate says it may be faster")
     if d.verdict == "too few runs":
         return f"ahead, but the budget allowed {d.runs} fresh run(s) of it"
     return "the only config whose fresh runs were ok"

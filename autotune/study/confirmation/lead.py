@@ -33,7 +33,7 @@ UNRUN_REACH = 0.10
 contender while its search rate is within this of the leader's median (search rates fell
 0.91-1.22x of their fresh medians on a 2-CPU VM); further behind, it is behind. Once two have,
 their own search-to-fresh ratios say how fast its fresh runs would likely be (`_fastest_fresh`):
-more than `EQUAL` faster than the leader is a contender, no faster is behind."""
+faster than the leader's median is a contender, else behind."""
 EQUAL = 0.02
 """Configs whose ratio of medians is known to lie within this of 1 are as fast as each other for
 any purpose (the confirmation's own tolerance): more runs would not make one the winner."""
@@ -108,7 +108,8 @@ class Standing:
     leader: ConfirmationEntry | None
     """The highest median of fresh runs (None when no run was ok)."""
     behind: tuple[int, ...]
-    """Clearly behind the leader: they need no more runs."""
+    """Clearly behind the leader, or never run and, by their search rate, no faster than it:
+    they need no more runs."""
     contenders: tuple[int, ...]
     """Within the noise of the leader: more runs may separate them."""
     failed: tuple[int, ...]
@@ -149,8 +150,8 @@ def standing(entries: Sequence[ConfirmationEntry]) -> Standing:
                 continue
             most = e.search_throughput * fastest  # the fastest its fresh runs would likely be
             top = leader.median or 0.0
-            (behind if most <= top else equal if most <= top * (1 + EQUAL)
-             else contenders).append(e.trial)
+            # Never run, it is not tied: behind only where it cannot be faster.
+            (behind if most <= top else contenders).append(e.trial)
     for e in ran:
         if e is leader:
             continue

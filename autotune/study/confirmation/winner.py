@@ -162,8 +162,8 @@ def decide(entries: Sequence[ConfirmationEntry], by_number: dict[int, TrialRecor
     elif now.clear:
         verdict = "clear lead"
     elif not now.equal and not set(now.contenders) & {e.trial for e in others}:
-        # Ahead of the rest, but the budget allowed it one run, or no run of a config the
-        # search read within reach of it (`lead.UNRUN_REACH`).
+        # Ahead of the rest, but the budget allowed it one run, or no run of a config whose
+        # search rate says it may be faster (`lead.UNRUN_REACH`, `lead._fastest_fresh`).
         verdict = "too few runs"
     else:
         verdict = "tie within noise"
@@ -190,7 +190,7 @@ def decide(entries: Sequence[ConfirmationEntry], by_number: dict[int, TrialRecor
     # apart made a clear lead "high" before).
     own_spread = relative_spread(chosen.throughputs) if len(chosen.throughputs) >= 2 else 0.0
     high = ((verdict == "clear lead" or (verdict == "tie within noise" and now.settled))
-            and own_spread <= SPREAD_WARNING
+            and len(chosen.throughputs) >= 2 and own_spread <= SPREAD_WARNING
             and (base_spread is None or base_spread < DISAGREE))
     mine = evidence(chosen)
     return chosen, Decision(

@@ -243,7 +243,8 @@ def _checks(space: SearchSpace, config: TrainConfig, device: str,
     if config.compile != "none" and verdict is not Verdict.INPUT and impls:
         # Not compiled, so a cache hit too. Eager, the fused trial of the padded transformers
         # GPT-2 read 0.89x in its noise; compiled, the step shrinks and the optimizer's share grows.
-        checks.append(space.changed(config, optimizer_impl=impls[0]))
+        other = "fused" if "fused" in impls else impls[0]  # foreach is CUDA's default already
+        checks.append(space.changed(config, optimizer_impl=other))
     workers = space.values("num_workers")
     if device == "cpu" and config.num_workers and 0 in workers:
         checks.append(space.changed(config, num_workers=0))

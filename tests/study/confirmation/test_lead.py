@@ -157,3 +157,11 @@ def test_a_config_run_once_is_shown_no_faster_by_its_search_rate_as_the_others_r
     assert 3 in standing([ran[0], ran[2], entry(3, 7030.0, search=8000.0)]).contenders
     # And a search rate that, scaled, could be more than 2% ahead keeps it so too.
     assert 3 in standing([*ran, entry(3, 7030.0, search=9000.0)]).contenders
+
+
+def test_an_unrun_config_is_behind_only_where_its_search_rate_cannot_be_faster() -> None:
+    # Scaled by the two confirmed configs' ratios (1.051, 1.055: x 0.955), 8.2k could be 7.83k
+    # fresh, above the leader's 7.79k: never run, it is not tied either (review, 2026-11-26).
+    ran = [entry(13, 7780.0, 7800.0, search=8180.0), entry(5, 7850.0, 7670.0, search=8190.0)]
+    now = standing([*ran, entry(16, search=8200.0, statuses=())])
+    assert now.contenders == (16,) and 16 not in now.equal and not now.settled

@@ -300,6 +300,9 @@ def test_configs_shown_equally_fast_tie_with_high_confidence() -> None:
     d = winner.decision
     assert (d.verdict, d.confidence, d.tied) == ("tie within noise", "high", (4, 7))
     assert winner.record.number == 7  # the cheaper: less memory
+    assert decision_note(winner) == ("trials 4, 7 are within the noise of their runs, none "
+                                     "shown more than 2% faster than trial 4; the cheapest, "
+                                     "trial 7, is picked")
 
 
 def test_a_config_the_time_left_no_run_for_keeps_a_near_lead_from_being_clear() -> None:
@@ -316,3 +319,19 @@ def test_a_config_the_time_left_no_run_for_keeps_a_near_lead_from_being_clear() 
     far = dataclasses.replace(unrun, search_throughput=5300.0)
     d = pick_winner(recs, [leader, far, base]).decision  # type: ignore[union-attr]
     assert d is not None and (d.confidence, d.verdict) == ("high", "clear lead")
+
+
+def test_a_winner_run_fresh_once_is_never_high() -> None:
+    # Review, 2026-11-26: trial 3 ran once (7.99k) and is shown no faster than trial 2 by its
+    # run and its scaled search rate; cheaper (fewer workers), it is picked, but its figure is
+    # one run: confidence low.
+    recs = [run(0, baseline=True, memory=300.0), run(2, memory=300.0, num_workers=4),
+            run(5, memory=300.0, num_workers=4), run(3, memory=300.0, num_workers=1)]
+    entries = [runs(2, 8090.0, 7900.0, search=8210.0), runs(5, 7740.0, 7900.0, search=8610.0),
+               runs(3, 7990.0, search=8000.0), runs(0, 4940.0, 4900.0, baseline=True)]
+    winner = pick_winner(recs, entries)
+    assert winner is not None and winner.decision is not None
+    d = winner.decision
+    assert (winner.record.number, d.verdict, d.runs, d.confidence) == (
+        3, "tie within noise", 1, "low")
+    assert set(d.tied) == {2, 5, 3}

@@ -234,6 +234,10 @@ def test_a_compiled_best_checks_the_other_optimizer_unless_input_bound(verdict: 
         assert fused not in checks
     else:  # right after compile off: the most at stake after the compile itself
         assert checks[checks.index(config.replace(compile="none")) + 1] == fused
+    # With foreach too (full.yaml), fused: foreach is CUDA's default already.
+    three = {**raw, "optimizer_impl": {"choices": ["default", "foreach", "fused"]}}
+    assert (fused in ups(space_of(three, device="cuda", cpus=8), best, best, device="cuda")) is (
+        verdict is not Verdict.INPUT)
     eager = done(2, config.replace(compile="none"), verdict)  # eager: the dtype stage's trial
     assert config.replace(compile="none", optimizer_impl="fused") not in ups(
         space_of(raw, device="cuda", cpus=8), eager, eager, device="cuda")
