@@ -158,7 +158,6 @@ def standing(entries: Sequence[ConfirmationEntry]) -> Standing:
         if clearly_ahead(lead, evidence(e)):
             behind.append(e.trial)
         elif equivalent(leader.throughputs, e.throughputs) \
-                or not_faster(e.throughputs, leader.throughputs) \
                 or not_faster(_calibrated(e, ran), leader.throughputs):
             equal.append(e.trial)
         else:
@@ -173,8 +172,7 @@ def _fastest_fresh(ran: Sequence[ConfirmationEntry]) -> float | None:
     spread of those ratios. None while fewer than two configs (the baseline aside) have both.
     Search rates are forked processes' short windows: on a 2-CPU VM they read 0.91-1.22x the
     fresh medians over many studies, but within one study alike (a quick start: 1.051, 1.055)."""
-    ratios = [e.search_throughput / e.median for e in ran
-              if not e.baseline and e.median and e.search_throughput > 0]
+    ratios = _search_ratios(ran)
     if len(ratios) < 2:
         return None
     return max(ratios) / min(ratios) ** 2
@@ -185,9 +183,16 @@ def _calibrated(entry: ConfirmationEntry, ran: Sequence[ConfirmationEntry]) -> t
     of two or more other configs (the baseline aside) read over their fresh medians; else its
     fresh runs alone. Only to show it no faster than the leader (`not_faster`), never behind:
     a quick start's config ran 7.03k fresh, its search had read 8.0k, and the others' search
-    rates read 1.03-1.10x their fresh runs."""
-    ratios = [e.search_throughput / e.median for e in ran
-              if e is not entry and not e.baseline and e.median and e.search_throughput > 0]
+    rates read 1.03-1.10x their fresh runs. A config run twice or more: its fresh runs."""
+    ratios = _search_ratios(ran, besides=entry)
     if len(entry.throughputs) != 1 or entry.search_throughput <= 0 or len(ratios) < 2:
         return tuple(entry.throughputs)
     return (*entry.throughputs, entry.search_throughput / statistics.median(ratios))
+
+
+def _search_ratios(ran: Sequence[ConfirmationEntry], besides: ConfirmationEntry | None = None
+                   ) -> list[float]:
+    """Search rate over fresh median of each config run fresh (the baseline and `besides`
+    aside) whose search measured it."""
+    return [e.search_throughput / e.median for e in ran
+            if e is not besides and not e.baseline and e.median and e.search_throughput > 0]

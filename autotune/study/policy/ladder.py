@@ -50,13 +50,13 @@ class Ladder:
         eager_running = any(t.state == optuna.trial.TrialState.RUNNING
                             and records.read_role(t).startswith(EAGER) for t in trials)
         while self.pending:
-            first = next((i for i, (role, c) in enumerate(self.pending)
-                          if role.startswith(EAGER) or not eager_running
-                          or c.compile == "none"), None)
+            first = next((i for i, (role, _) in enumerate(self.pending)
+                          if role.startswith(EAGER)), None)
+            if first is None:
+                first = next((i for i, (_, c) in enumerate(self.pending)
+                              if not eager_running or c.compile == "none"), None)
             if first is None:
                 return  # only compiled starts left, and an eager trial still runs
-            first = next((i for i, (role, _) in enumerate(self.pending)
-                          if role.startswith(EAGER)), first)
             role, config = self.pending.pop(first)
             if (role, config) in self._urgent:
                 self._urgent.remove((role, config))
