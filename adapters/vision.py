@@ -7,6 +7,11 @@ pin a CUDA build of torch; with a CPU-only torch, install the matching torchvisi
 PyTorch's CPU index). torchvision is imported when the model or the transform is built, so the
 dataset itself works without it. Constants can be overridden by environment variables of the
 same name (e.g. VISION_IMAGES=512).
+
+VISION_AUGMENT=0 makes it compute-bound, the case for the kernel knobs (`channels_last` under
+AMP): the loader hands over a fixed center crop as uint8, and the model's first layer scales and
+normalizes the batch on the device. VISION_MODEL names the torchvision model (resnet18 by
+default; VISION_MODEL=resnet50 VISION_CROP=224 is the usual ImageNet training step).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ VISION_STORED = _const("VISION_STORED", 160)  # stored side length
 VISION_CROP = _const("VISION_CROP", 128)  # training crop
 VISION_CLASSES = _const("VISION_CLASSES", 100)
 VISION_BATCH = _const("VISION_BATCH", 128)
+VISION_AUGMENT = _const("VISION_AUGMENT", 1)  # 0: a fixed uint8 crop, normalized on the device
+VISION_MODEL = os.environ.get("VISION_MODEL", "resnet18")
 
 # ImageNet's channel statistics, as torchvision's reference training scripts use.
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -59,6 +66,26 @@ def train_transform() -> Callable[[torch.Tensor], torch.Tensor]:
     ])
 
 
+def center_crop(image: torch.Tensor) -> torch.Tensor:
+    """The central CROP x CROP square of one uint8 CHW image, still uint8 (a quarter of the
+    bytes of float32 through the loader's queues and the copy to the device)."""
+    top = (image.shape[-1] - VISION_CROP) // 2
+    return image[:, top:top + VISION_CROP, top:top + VISION_CROP].contiguous()
+
+
+class Normalize(nn.Module):
+    """uint8 images to normalized floats on the device: the first layer when the loader hands
+    over uint8 (`VISION_AUGMENT=0`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.tensor(MEAN).view(1, 3, 1, 1) * 255)
+        self.register_buffer("std", torch.tensor(STD).view(1, 3, 1, 1) * 255)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x.float() - self.mean) / self.std
+
+
 class UInt8Images(torch.utils.data.Dataset):
     """Seeded uint8 images (3 x STORED x STORED) and labels in memory; each read transforms one
     image: in the DataLoader's worker processes when there are workers."""
@@ -82,13 +109,14 @@ class VisionAdapter(autotune.Adapter):
     batch_size = VISION_BATCH
 
     def transform(self) -> Callable[[torch.Tensor], torch.Tensor]:
-        return train_transform()
+        return train_transform() if VISION_AUGMENT else center_crop
 
     def dataset(self) -> torch.utils.data.Dataset:
         return UInt8Images(self.transform())
 
     def model(self) -> nn.Module:
-        return torchvision().models.resnet18(num_classes=VISION_CLASSES)
+        net = getattr(torchvision().models, VISION_MODEL)(num_classes=VISION_CLASSES)
+        return net if VISION_AUGMENT else nn.Sequential(Normalize(), net)
 
     def optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
         return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
@@ -98,4 +126,5 @@ class VisionAdapter(autotune.Adapter):
         return F.cross_entropy(model(x), y)
 
     def blocks(self, model: nn.Module) -> list[nn.Module]:
-        return [model.layer1, model.layer2, model.layer3, model.layer4]
+        net = model if VISION_AUGMENT else model[1]
+        return [net.layer1, net.layer2, net.layer3, net.layer4]

@@ -178,6 +178,24 @@ def test_vision_example_with_torchvision(small: Any) -> None:
     assert result.items == 8
 
 
+def test_vision_compute_bound_mode_hands_over_uint8_and_normalizes_on_the_device(
+        small: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    small("vision")
+    monkeypatch.setenv("VISION_AUGMENT", "0")
+    path = REPO_ROOT / "adapters" / "vision.py"
+    module = importlib.import_module(load_adapter(path).__module__)
+    dataset = module.UInt8Images(module.center_crop)
+    image, _ = dataset[5]
+    assert image.dtype == torch.uint8 and image.shape == (3, 32, 32)
+    assert torch.equal(image, dataset.images[5, :, 4:36, 4:36])  # (40 - 32) / 2 = 4
+    batch = torch.stack([image, dataset[6][0]])
+    out = module.Normalize()(batch)
+    mean = torch.tensor(module.MEAN).view(1, 3, 1, 1)
+    std = torch.tensor(module.STD).view(1, 3, 1, 1)
+    assert out.dtype == torch.float32
+    assert torch.allclose(out, (batch.float() / 255 - mean) / std, atol=1e-5)
+
+
 def test_vision_input_path_with_a_torch_only_transform(small: Any, tmp_path: Path) -> None:
     small("vision")
     path = tmp_path / "torch_vision.py"

@@ -17,7 +17,8 @@ from optuna.trial import TrialState
 from autotune import Adapter, Diagnosis, Status, TrainConfig, TrialResult, Verdict
 from autotune.outputs.display import QuietListener
 from autotune.study.policy.eager import (DtypeStage, adapter_knob_starts, cannot_win,
-                                         compile_gains, dtype_starts, gains_of)
+                                         compile_gains, dtype_starts, gains_of,
+                                         kernel_knob_starts)
 from autotune.study.policy.one_shape import compiled_forms
 from autotune.study.policy.ladder import Ladder
 from autotune.study.policy.starts import diagnosed_recipe, follow_ups, initial_starts
@@ -201,6 +202,38 @@ def test_the_dtype_stage_runs_once_and_waits_for_an_input_bound_loader_to_settle
     assert [c.amp_dtype for _, c in starts] == ["bf16", "tf32", "fp16"]
     assert stage.due(records, []) == []  # once
     assert DtypeStage(space, device="cpu").due(records, []) == []  # a GPU's stage
+
+
+CNN_SPACE = {**GPU_SPACE, "memory_format": {"choices": ["contiguous", "channels_last"]},
+             "cudnn_benchmark": {"choices": [False, True]}}
+
+
+def test_the_convolution_knobs_are_measured_eagerly_after_the_dtypes_at_the_best_eager_config(
+        ) -> None:
+    space = space_of(CNN_SPACE)
+    stage = DtypeStage(space, device="cuda")
+    records = [done(1, EAGER, Verdict.COMPUTE)]
+    first = stage.due(records, [])
+    assert [c.amp_dtype for _, c in first] == ["tf32", "fp16", "fp32"]
+    assert all(c.memory_format == "contiguous" and not c.cudnn_benchmark for _, c in first)
+    assert stage.due(records, first) == []  # while a dtype trial is still to run
+    # tf32 led: the knobs are set at it, eager, one at a time.
+    tf32 = EAGER.replace(amp_dtype="tf32")
+    records += [done(n, c, throughput=150.0 if c == tf32 else 90.0)
+                for n, (_, c) in enumerate(first, start=2)]
+    second = stage.due(records, [])
+    assert [c for _, c in second] == [tf32.replace(memory_format="channels_last"),
+                                      tf32.replace(cudnn_benchmark=True)]
+    assert all(role == f"eager: {c.describe()}" for role, c in second)
+    assert stage.due(records, []) == []  # once
+    # Run already, or set at the leader: not again; a space without them: none, and no stage.
+    ran = [done(1, tf32), done(2, tf32.replace(memory_format="channels_last"))]
+    assert [c for _, c in kernel_knob_starts(space, tf32, ran, device="cuda")] == [
+        tf32.replace(cudnn_benchmark=True)]
+    assert kernel_knob_starts(space_of(GPU_SPACE), tf32, [], device="cuda") == []
+    plain = DtypeStage(space_of(GPU_SPACE), device="cuda")
+    plain.due(records, [])
+    assert plain.due(records, []) == []
 
 
 def test_the_ladder_feeds_eager_dtype_trials_first_and_drops_what_cannot_win() -> None:
