@@ -8,12 +8,14 @@ HF_GPT2_MIN_LEN to HF_GPT2_MAX_LEN tokens, as a tokenized corpus cut into docume
 with a tokenizer), so nearly every batch has a new length. The loss is the model's own, with
 padding labelled -100 (ignored); throughput is counted in real (non-padding) tokens.
 
-Two knobs of its own (`knobs`) are searched with the tool's: `pad_to_multiple_of` (as in
+Knobs of its own (`knobs`) are searched with the tool's: `pad_to_multiple_of` (as in
 transformers' `DataCollatorWithPadding`; null pads per batch, 1024 gives every batch one shape,
-so compile and CUDA graphs keep one graph, at the price of padding) and `attn_implementation`
-(transformers' own argument: "sdpa" or "eager"), and `padding_mask` ("drop" leaves the
-attention mask out: with right padding and causal attention it changes no real token's output,
-and lets SDPA use its causal flash kernel). The padding is masked and labelled -100, so
+so compile and CUDA graphs keep one graph, at the price of padding), `attn_implementation`
+(transformers' own argument: "sdpa" or "eager"), `padding_mask` ("drop" leaves the attention
+mask out: with right padding and causal attention it changes no real token's output, and lets
+SDPA use its causal flash kernel) and `vocab_multiple_of` (64 rounds the embedding and the LM
+head up from 50,257 rows to 50,304, as nanoGPT does: the extra ids are never labels). The
+padding is masked and labelled -100, so
 the loss is the same up to rounding; that padding may change what you train on is your call. Needs
 transformers: pip install -e ".[hf]". Constants can be overridden by environment variables of
 the same name (e.g. HF_GPT2_LAYERS=2).
@@ -102,6 +104,9 @@ class HFGPT2Adapter(autotune.Adapter):
         # and its labels are -100. Without the mask SDPA may take its causal flash kernel; a
         # padding mask keeps it on the slower masked ones.
         "padding_mask": {"choices": ["keep", "drop"], "affects": "both"},
+        # GPT-2's 50,257 ids make the LM head's matmul an odd size; rows up to a multiple of 64
+        # (nanoGPT's 50,304) are never a label, and train towards never being predicted.
+        "vocab_multiple_of": {"choices": [None, 64], "affects": "model"},
     }
 
     def dataset(self) -> torch.utils.data.Dataset:
@@ -118,7 +123,12 @@ class HFGPT2Adapter(autotune.Adapter):
                             bos_token_id=PAD_ID, eos_token_id=PAD_ID,
                             pad_token_id=PAD_ID,
                             attn_implementation=self.params["attn_implementation"])
-        return GPT2LMHeadModel(config)
+        model = GPT2LMHeadModel(config)
+        if self.params["vocab_multiple_of"]:  # the embedding and the tied head grow together
+            model.resize_token_embeddings(HF_GPT2_VOCAB,
+                                          pad_to_multiple_of=self.params["vocab_multiple_of"],
+                                          mean_resizing=False)
+        return model
 
     def optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
         return torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)

@@ -15,7 +15,7 @@ from autotune.trial.compose import compose
 
 PATH = REPO_ROOT / "adapters" / "hf_gpt2.py"
 TINY = {"HF_GPT2_SAMPLES": "64", "HF_GPT2_MIN_LEN": "8", "HF_GPT2_MAX_LEN": "40",
-        "HF_GPT2_VOCAB": "512", "HF_GPT2_WIDTH": "32", "HF_GPT2_LAYERS": "1",
+        "HF_GPT2_VOCAB": "500", "HF_GPT2_WIDTH": "32", "HF_GPT2_LAYERS": "1",
         "HF_GPT2_HEADS": "2", "HF_GPT2_BATCH": "4"}
 
 
@@ -65,7 +65,7 @@ def test_its_knobs_pad_to_fixed_shapes_and_pick_the_attention(tiny: Path) -> Non
 
     cls = load_adapter(tiny)
     assert cls().params == {"pad_to_multiple_of": None, "attn_implementation": "sdpa",
-                            "padding_mask": "keep"}
+                            "padding_mask": "keep", "vocab_multiple_of": None}
     adapter = instantiate(cls, {"pad_to_multiple_of": 64, "attn_implementation": "eager"})
     collate = adapter.loader_args()["collate_fn"]
     data = adapter.dataset()
@@ -97,3 +97,24 @@ def test_dropping_the_padding_mask_changes_no_real_tokens_loss(tiny: Path) -> No
     model = keep.model().eval()
     with torch.no_grad():
         assert torch.allclose(keep.loss(model, masked), drop.loss(model, bare), atol=1e-5)
+
+
+def test_the_vocab_knob_rounds_the_embedding_and_its_tied_head_up(tiny: Path) -> None:
+    from autotune.contract.params import instantiate
+
+    cls = load_adapter(tiny)
+    module = importlib.import_module(cls.__module__)
+    vocab = module.HF_GPT2_VOCAB
+    assert cls().params["vocab_multiple_of"] is None
+    assert cls().model().get_input_embeddings().num_embeddings == vocab
+    adapter = instantiate(cls, {"vocab_multiple_of": 64})
+    model = adapter.model()
+    rows = -(-vocab // 64) * 64
+    assert rows > vocab  # the tiny vocab is not a multiple of 64 already
+    assert model.get_input_embeddings().num_embeddings == rows
+    assert model.get_output_embeddings().weight is model.get_input_embeddings().weight  # tied
+    step = compose(adapter, TrainConfig(batch_size=4), torch.device("cpu"))
+    try:
+        assert step().items > 0 and step.finite()
+    finally:
+        step.close()

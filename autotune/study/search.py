@@ -28,7 +28,8 @@ from autotune.study.confirmation.phase import ConfirmPhase
 from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
 from autotune.study.execution.protocol import Runner
 from autotune.study.execution.slots import GangRunner, Job
-from autotune.study.policy.eager import DtypeStage, cannot_win, gains_of
+from autotune.study.policy.eager import cannot_win, gains_of
+from autotune.study.policy.scan import DtypeStage
 from autotune.study.policy.one_shape import OneShapeStage
 from autotune.study.interrupts import Interrupted, on_signals
 from autotune.study.objective import Objective, Outcome

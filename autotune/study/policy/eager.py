@@ -4,9 +4,8 @@ An eager trial costs seconds on a GPU, a compile tens of seconds to minutes (GPT
 H100: 22-42 s). After the baseline and the recipe (eager on a GPU), every amp dtype of the space
 is measured eagerly at the leader's batch and loader knobs, a prior ordering them (bf16 first)
 and skipping none: on a transformers GPT-2 with padded batches bf16 autocast ran 1.5x slower
-than tf32 (H100, 2026-11-25). Then, at the best eager config, the convolution knobs of the
-space and the adapter's own knobs, one at a time. Then the ladder compiles what leads
-(`starts.follow_ups`).
+than tf32 (H100, 2026-11-25). Then the knobs, one at a time and together (`scan`). Then the
+ladder compiles what leads (`starts.follow_ups`).
 
 A config is not paid for when measurements say it cannot beat the best so far:
 - its step waits for a loader whose rate alone, measured by an input-bound trial with the same
@@ -27,9 +26,8 @@ from autotune.study.policy.starts import EAGER, Start
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 
-__all__ = ["DTYPE_PRIOR", "GAIN_SLACK", "KERNEL_KNOBS", "LOADER_MARGIN", "MAX_KNOB_VALUES",
-           "DtypeStage", "adapter_knob_starts", "cannot_win", "compile_gains", "dtype_starts",
-           "gains_of", "kernel_knob_starts", "loader_ceiling"]
+__all__ = ["DTYPE_PRIOR", "GAIN_SLACK", "LOADER_MARGIN", "cannot_win", "compile_gains",
+           "dtype_starts", "gains_of", "loader_ceiling"]
 
 DTYPE_PRIOR = ("bf16", "tf32", "fp16", "fp32")
 """The order of the eager dtype trials (a prior: it orders, it never skips)."""
@@ -40,16 +38,6 @@ GAIN_SLACK = 1.1
 """A compiled config is expected at its eager rate x the best gain its mode measured in this
 study; within this factor of the best so far it still runs (gains differ between configs:
 GPT-2 on an H100, bf16 `default`: 1.12x at bs 64, 1.16x at bs 8)."""
-
-KERNEL_KNOBS = (("memory_format", "channels_last"), ("cudnn_benchmark", True))
-"""The convolution knobs a space may hold, each with the value that departs from PyTorch's
-default: measured eagerly at the leader once its dtype is known (NHWC pays under AMP: ResNet-50
-bf16 on an H100), so that the ladder compiles the layout that leads. For a model without
-convolutions they cost one eager trial each and change nothing."""
-
-MAX_KNOB_VALUES = 4
-"""An adapter knob with more values than this (an int range) is measured eagerly at its ends
-and its middle only: a range of 16-4096 would otherwise queue 4,081 trials."""
 
 _LOADER_KNOBS = ("batch_size", "num_workers", "prefetch_factor", "pin_memory",
                  "persistent_workers")
@@ -74,11 +62,6 @@ def _loader_alone(record: TrialRecord) -> float | None:
     return diagnosis.loader_rate
 
 
-def _verdict(record: TrialRecord) -> Verdict | None:
-    diagnosis = record.result.diagnosis if record.result is not None else None
-    return diagnosis.verdict if diagnosis is not None else None
-
-
 def dtype_starts(space: SearchSpace, leader: TrainConfig, finished: Sequence[TrialRecord], *,
                  device: str) -> list[Start]:
     """Each amp dtype of the space not measured yet at `leader`'s batch and loader knobs,
@@ -98,41 +81,6 @@ def dtype_starts(space: SearchSpace, leader: TrainConfig, finished: Sequence[Tri
     if fused.optimizer_impl == "fused" != leader.optimizer_impl and fused not in seen \
             and space.holds(fused) and known_incompatible(fused, device) is None:
         starts.append((f"{EAGER}{fused.describe()}", fused))
-    return starts
-
-
-def adapter_knob_starts(space: SearchSpace, leader: TrainConfig,
-                        finished: Sequence[TrialRecord], *, device: str) -> list[Start]:
-    """Each value of the adapter's own knobs at `leader`, one knob at a time, eager: the
-    adapter knows what they do, the tool does not, and eager they cost seconds (padding to one
-    length, an attention implementation). Those that lead are compiled by the ladder, and one
-    that keeps the batches one shape is taken up by `one_shape.OneShapeStage`."""
-    seen = {r.config for r in finished if r.config is not None and r.result is not None}
-    starts = []
-    for name, current in leader.params.items():
-        values = space.values(name)
-        if len(values) > MAX_KNOB_VALUES:  # a range: its ends and its middle, the rest to TPE
-            values = (values[0], values[len(values) // 2], values[-1])
-        for value in values:
-            config = space.changed(leader, compile="none", **{name: value})
-            if value != current and config.params.get(name) == value and config not in seen \
-                    and space.holds(config) and known_incompatible(config, device) is None:
-                starts.append((f"{EAGER}{config.describe()}", config))
-    return starts
-
-
-def kernel_knob_starts(space: SearchSpace, leader: TrainConfig,
-                       finished: Sequence[TrialRecord], *, device: str) -> list[Start]:
-    """Each convolution knob of the space (`KERNEL_KNOBS`) set at `leader`, eager, one at a
-    time, where it is not set already and has not run."""
-    seen = {r.config for r in finished if r.config is not None and r.result is not None}
-    starts = []
-    for name, value in KERNEL_KNOBS:
-        config = space.changed(leader, compile="none", **{name: value})
-        if getattr(leader, name) != value and getattr(config, name) == value \
-                and config not in seen and space.holds(config) \
-                and known_incompatible(config, device) is None:
-            starts.append((f"{EAGER}{config.describe()}", config))
     return starts
 
 
@@ -209,39 +157,3 @@ def cannot_win(config: TrainConfig, finished: Sequence[TrialRecord]
                           f"{twin.number}) x the best gain of compile={config.compile} here "
                           f"({gain:.2f}x), below the best so far ({human(best)}/s)")
     return None
-
-
-class DtypeStage:
-    """Queues the eager dtype trials once, on a GPU, at the best eager config: when the step
-    is input-bound, only once the loader's knobs are settled (no loader start pending). Once
-    they have run, the convolution knobs and the adapter's own knobs, at the best eager config
-    then."""
-
-    def __init__(self, space: SearchSpace, *, device: str) -> None:
-        self.space = space
-        self.device = device
-        self.queued = False
-        # Nothing to queue second: no adapter knob and no convolution knob in the space.
-        self.knobs_queued = not space.baseline.params and not any(
-            len(space.values(name)) > 1 for name, _ in KERNEL_KNOBS)
-
-    def due(self, finished: Sequence[TrialRecord], pending: Sequence[Start]) -> list[Start]:
-        if self.device != "cuda" or (self.queued and self.knobs_queued):
-            return []
-        eager = [r for r in _measured(finished) if r.config.compile == "none"]
-        if not eager:
-            return []
-        leader = max(eager, key=lambda r: r.rate)
-        seen = {r.config for r in finished if r.result is not None}
-        if self.queued:  # the adapter's knobs, once no eager dtype trial is left to run
-            if any(role.startswith(EAGER) and c not in seen for role, c in pending):
-                return []
-            self.knobs_queued = True
-            return (kernel_knob_starts(self.space, leader.config, finished, device=self.device)
-                    + adapter_knob_starts(self.space, leader.config, finished,
-                                          device=self.device))
-        if _verdict(leader) is Verdict.INPUT and any(c not in seen for _, c in pending):
-            return []  # the loader is the limit and its climb goes on
-        self.queued = True
-        return dtype_starts(self.space, leader.config, finished,
-                            device=self.device)

@@ -16,9 +16,9 @@ from optuna.trial import TrialState
 
 from autotune import Adapter, Diagnosis, Status, TrainConfig, TrialResult, Verdict
 from autotune.outputs.display import QuietListener
-from autotune.study.policy.eager import (DtypeStage, adapter_knob_starts, cannot_win,
-                                         compile_gains, dtype_starts, gains_of,
-                                         kernel_knob_starts)
+from autotune.study.policy.eager import cannot_win, compile_gains, dtype_starts, gains_of
+from autotune.study.policy.scan import (DtypeStage, adapter_knob_starts, combined_start,
+                                        kernel_knob_starts)
 from autotune.study.policy.one_shape import compiled_forms
 from autotune.study.policy.ladder import Ladder
 from autotune.study.policy.starts import diagnosed_recipe, follow_ups, initial_starts
@@ -234,6 +234,51 @@ def test_the_convolution_knobs_are_measured_eagerly_after_the_dtypes_at_the_best
     plain = DtypeStage(space_of(GPU_SPACE), device="cuda")
     plain.due(records, [])
     assert plain.due(records, []) == []
+
+
+class Knobbed(Eight):
+    knobs = {"pad": {"choices": [None, 64, 1024]}, "mask": {"choices": ["keep", "drop"]},
+             "vocab": {"choices": [None, 64]}, "attn": {"choices": ["sdpa", "eager"]}}
+
+
+def test_the_knob_values_that_beat_the_leader_one_at_a_time_are_then_tried_together() -> None:
+    """The padded transformers GPT-2 on an H100: the scan read vocab 64 at 1.08x and the mask
+    dropped at 1.20x of the tf32 leader; the next leader carried only the dropped mask."""
+    space = parse_space(CNN_SPACE, source="s.yaml", adapter=Knobbed, device_type="cuda",
+                        cpus=16)
+    leader = space.changed(EAGER, amp_dtype="tf32")
+    stage = DtypeStage(space, device="cuda")
+    records = [done(1, leader, Verdict.COMPUTE, throughput=56.5)]
+    dtypes = stage.due(records, [])
+    records += [done(n, c, throughput=50.0) for n, (_, c) in enumerate(dtypes, start=2)]
+    scan = [c for _, c in stage.due(records, [])]
+    assert stage.scanned == leader and len(scan) == 2 + 1 + 2 + 1 + 1  # conv 2, attn, pad, ...
+    rates = {"vocab": 60.9, "mask": 67.6, "pad": 57.0, "attn": 56.0}
+    number = len(records) + 1
+    for config in scan:
+        changed = [n for n in config.params if config.params[n] != leader.params[n]]
+        rate = rates.get(changed[0], 40.0) if changed else 50.0  # NHWC, cuDNN's search: slower
+        if changed == ["pad"] and config.params["pad"] == 1024:
+            rate = 53.7
+        records.append(done(number, config, throughput=rate))
+        number += 1
+    together = stage.due(records, [])
+    assert [c for _, c in together] == [space.changed(leader, mask="drop", vocab=64, pad=64)]
+    assert together[0][0].startswith("eager: ")
+    assert stage.due(records, []) == []  # once
+    # Fewer than two gains: nothing to combine; run already: not again.
+    only = [r for r in records if r.config is not None and r.config.params["vocab"] is None
+            and r.config.params["pad"] is None]
+    assert combined_start(space, leader, only, device="cuda") == []
+    ran = records + [done(number, together[0][1])]
+    assert combined_start(space, leader, ran, device="cuda") == []
+    # A running scan trial (another device): wait for its figure.
+    waiting = DtypeStage(space, device="cuda")
+    waiting.due(records[:1], [])
+    waiting.due(records[:1 + len(dtypes)], [])
+    running = dataclasses.replace(records[-1], state=TrialState.RUNNING, role="eager: x")
+    assert waiting.due([*records[:-1], running], []) == []
+    assert waiting.due(records, []) != []
 
 
 def test_the_ladder_feeds_eager_dtype_trials_first_and_drops_what_cannot_win() -> None:

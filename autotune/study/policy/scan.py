@@ -1,0 +1,165 @@
+"""The eager scan on a GPU, before any compile: the amp dtypes, then the knobs one at a time,
+then the values that beat the leader together.
+
+Each step is eager (seconds a trial) and runs at the best eager config of its time:
+1. every amp dtype of the space (`eager.dtype_starts`);
+2. each value of the space's convolution knobs and of the adapter's own knobs, one knob at a
+   time (`kernel_knob_starts`, `adapter_knob_starts`);
+3. the values of step 2 that read faster than the config they were set on, all at once
+   (`combined_start`): one knob at a time finds each gain, but the next leader carries only
+   the one that led. On a transformers GPT-2 padded per batch (H100, 2026-11-26) the scan read
+   vocab_multiple_of=64 at 1.08x and padding_mask=drop at 1.20x; the leader after it had the
+   mask dropped and the vocabulary unpadded, and the search confirmed 207k real tokens/s where
+   the same config with the vocabulary padded ran 243k.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from optuna.trial import TrialState
+
+from autotune.contract.config import TrainConfig
+from autotune.contract.request import known_incompatible
+from autotune.contract.result import Verdict
+from autotune.study.policy.eager import _measured, dtype_starts
+from autotune.study.policy.starts import EAGER, Start
+from autotune.study.space.bound import SearchSpace
+from autotune.study.store.records import MeasuredRecord, TrialRecord
+
+__all__ = ["KERNEL_KNOBS", "MAX_KNOB_VALUES", "DtypeStage", "adapter_knob_starts",
+           "combined_start", "kernel_knob_starts"]
+
+KERNEL_KNOBS = (("memory_format", "channels_last"), ("cudnn_benchmark", True))
+"""The convolution knobs a space may hold, each with the value that departs from PyTorch's
+default: measured eagerly at the leader once its dtype is known (NHWC pays under AMP: ResNet-50
+bf16 on an H100), so that the ladder compiles the layout that leads. For a model without
+convolutions they cost one eager trial each and change nothing."""
+
+
+MAX_KNOB_VALUES = 4
+"""An adapter knob with more values than this (an int range) is measured eagerly at its ends
+and its middle only: a range of 16-4096 would otherwise queue 4,081 trials."""
+
+
+def adapter_knob_starts(space: SearchSpace, leader: TrainConfig,
+                        finished: Sequence[TrialRecord], *, device: str) -> list[Start]:
+    """Each value of the adapter's own knobs at `leader`, one knob at a time, eager: the
+    adapter knows what they do, the tool does not, and eager they cost seconds (padding to one
+    length, an attention implementation). Those that lead are compiled by the ladder, and one
+    that keeps the batches one shape is taken up by `one_shape.OneShapeStage`."""
+    seen = {r.config for r in finished if r.config is not None and r.result is not None}
+    starts = []
+    for name, current in leader.params.items():
+        values = space.values(name)
+        if len(values) > MAX_KNOB_VALUES:  # a range: its ends and its middle, the rest to TPE
+            values = (values[0], values[len(values) // 2], values[-1])
+        for value in values:
+            config = space.changed(leader, compile="none", **{name: value})
+            if value != current and config.params.get(name) == value and config not in seen \
+                    and space.holds(config) and known_incompatible(config, device) is None:
+                starts.append((f"{EAGER}{config.describe()}", config))
+    return starts
+
+
+def kernel_knob_starts(space: SearchSpace, leader: TrainConfig,
+                       finished: Sequence[TrialRecord], *, device: str) -> list[Start]:
+    """Each convolution knob of the space (`KERNEL_KNOBS`) set at `leader`, eager, one at a
+    time, where it is not set already and has not run."""
+    seen = {r.config for r in finished if r.config is not None and r.result is not None}
+    starts = []
+    for name, value in KERNEL_KNOBS:
+        config = space.changed(leader, compile="none", **{name: value})
+        if getattr(leader, name) != value and getattr(config, name) == value \
+                and config not in seen and space.holds(config) \
+                and known_incompatible(config, device) is None:
+            starts.append((f"{EAGER}{config.describe()}", config))
+    return starts
+
+
+def _verdict(record: TrialRecord) -> Verdict | None:
+    diagnosis = record.result.diagnosis if record.result is not None else None
+    return diagnosis.verdict if diagnosis is not None else None
+
+
+def _value(config: TrainConfig, name: str) -> Any:
+    return config.params[name] if name in config.params else getattr(config, name)
+
+
+def combined_start(space: SearchSpace, leader: TrainConfig, finished: Sequence[TrialRecord], *,
+                   device: str) -> list[Start]:
+    """`leader` (eager) with every knob value that, set on it alone, read faster than it: each
+    knob's fastest such value. Nothing when fewer than two knobs gained (one alone ran
+    already), when `leader` was not measured, or when the combination ran or cannot."""
+    ran: list[MeasuredRecord] = _measured(finished)
+    base = next((r.rate for r in ran if r.config == leader), None)
+    if base is None:
+        return []
+    names = [*leader.params, *(name for name, _ in KERNEL_KNOBS)]
+    gains: dict[str, tuple[float, Any]] = {}
+    for r in ran:
+        for name in names:
+            value = _value(r.config, name)
+            if value == _value(leader, name) or r.rate <= base \
+                    or space.changed(leader, compile="none", **{name: value}) != r.config:
+                continue
+            if name not in gains or r.rate > gains[name][0]:
+                gains[name] = (r.rate, value)
+    if len(gains) < 2:
+        return []
+    config = space.changed(leader, compile="none", **{n: v for n, (_, v) in gains.items()})
+    seen = {r.config for r in finished if r.config is not None and r.result is not None}
+    if config in seen or any(_value(config, n) != v for n, (_, v) in gains.items()) \
+            or not space.holds(config) or known_incompatible(config, device) is not None:
+        return []
+    return [(f"{EAGER}{config.describe()}", config)]
+
+
+_LIVE = (TrialState.RUNNING, TrialState.WAITING)
+
+
+class DtypeStage:
+    """The scan (the module's steps), on a GPU, each step once and after the last one's trials
+    have run: the dtypes at the best eager config (when the step is input-bound, only once the
+    loader's knobs are settled: no loader start pending), then the knobs one at a time at the
+    best eager config then, then their gains together at that same config."""
+
+    def __init__(self, space: SearchSpace, *, device: str) -> None:
+        self.space = space
+        self.device = device
+        self.queued = False
+        # Nothing to queue second: no adapter knob and no convolution knob in the space.
+        self.knobs_queued = not space.baseline.params and not any(
+            len(space.values(name)) > 1 for name, _ in KERNEL_KNOBS)
+        self.done = self.knobs_queued
+        self.scanned: TrainConfig | None = None
+        """The config the knobs were set on, one at a time."""
+
+    def due(self, finished: Sequence[TrialRecord], pending: Sequence[Start]) -> list[Start]:
+        if self.device != "cuda" or (self.queued and self.done):
+            return []
+        eager = [r for r in _measured(finished) if r.config.compile == "none"]
+        if not eager:
+            return []
+        leader = max(eager, key=lambda r: r.rate)
+        seen = {r.config for r in finished if r.result is not None}
+        if not self.queued:
+            if _verdict(leader) is Verdict.INPUT and any(c not in seen for _, c in pending):
+                return []  # the loader is the limit and its climb goes on
+            self.queued = True
+            return dtype_starts(self.space, leader.config, finished, device=self.device)
+        # The next step once no eager trial of the last is left to run (on several devices,
+        # one running on another is not measured yet).
+        if any(role.startswith(EAGER) and c not in seen for role, c in pending) \
+                or any(r.role.startswith(EAGER) and r.state in _LIVE for r in finished):
+            return []
+        if not self.knobs_queued:
+            self.knobs_queued = True
+            self.scanned = leader.config
+            return (kernel_knob_starts(self.space, leader.config, finished, device=self.device)
+                    + adapter_knob_starts(self.space, leader.config, finished,
+                                          device=self.device))
+        self.done = True
+        return (combined_start(self.space, self.scanned, finished, device=self.device)
+                if self.scanned is not None else [])
