@@ -69,6 +69,9 @@ def train_transform() -> Callable[[torch.Tensor], torch.Tensor]:
 def center_crop(image: torch.Tensor) -> torch.Tensor:
     """The central CROP x CROP square of one uint8 CHW image, still uint8 (a quarter of the
     bytes of float32 through the loader's queues and the copy to the device)."""
+    if image.shape[-1] < VISION_CROP or image.shape[-2] < VISION_CROP:
+        raise ValueError(f"VISION_CROP={VISION_CROP} is larger than the stored images "
+                         f"({tuple(image.shape[-2:])}): raise VISION_STORED to at least it")
     top = (image.shape[-1] - VISION_CROP) // 2
     return image[:, top:top + VISION_CROP, top:top + VISION_CROP].contiguous()
 
@@ -126,5 +129,7 @@ class VisionAdapter(autotune.Adapter):
         return F.cross_entropy(model(x), y)
 
     def blocks(self, model: nn.Module) -> list[nn.Module]:
-        net = model if VISION_AUGMENT else model[1]
-        return [net.layer1, net.layer2, net.layer3, net.layer4]
+        net = model[1] if isinstance(model, nn.Sequential) else model  # after Normalize
+        # A ResNet's four stages; another torchvision model (VISION_MODEL) is not checkpointed.
+        names = ("layer1", "layer2", "layer3", "layer4")
+        return [getattr(net, n) for n in names] if all(hasattr(net, n) for n in names) else []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ import optuna
 import pytest
 import torch
 from helpers import REPO_ROOT, run_autotune
+from torch import nn
 
 from autotune import Status, TrainConfig, load_adapter
 from autotune.study.store.records import read_records
@@ -194,6 +196,25 @@ def test_vision_compute_bound_mode_hands_over_uint8_and_normalizes_on_the_device
     std = torch.tensor(module.STD).view(1, 3, 1, 1)
     assert out.dtype == torch.float32
     assert torch.allclose(out, (batch.float() / 255 - mean) / std, atol=1e-5)
+    # The adapter in this mode, with a stand-in for torchvision's models (not installed here).
+    stages = [nn.Conv2d(3, 3, 1) for _ in range(4)]
+
+    def resnet18(num_classes: int) -> nn.Module:
+        net = nn.Sequential(*stages, nn.Flatten(), nn.LazyLinear(num_classes))
+        for i, stage in enumerate(stages, start=1):
+            setattr(net, f"layer{i}", stage)
+        return net
+
+    monkeypatch.setattr(module, "torchvision",
+                        lambda: SimpleNamespace(models=SimpleNamespace(resnet18=resnet18)))
+    adapter = module.VisionAdapter()
+    assert adapter.transform() is module.center_crop
+    model = adapter.model()
+    assert isinstance(model[0], module.Normalize)
+    assert adapter.blocks(model) == stages
+    monkeypatch.setattr(module, "VISION_CROP", 64)  # larger than the 40-px images
+    with pytest.raises(ValueError, match="VISION_STORED"):
+        module.center_crop(dataset.images[0])
 
 
 def test_vision_input_path_with_a_torch_only_transform(small: Any, tmp_path: Path) -> None:

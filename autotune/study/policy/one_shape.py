@@ -70,7 +70,7 @@ class OneShapeStage:
         """`finished`: the study's records (running ones too); `pending`: the ladder's."""
         if self.compiled_queued or any(role.startswith(EAGER) for role, _ in pending) \
                 or any(r.role.startswith(EAGER) and r.state in _LIVE for r in finished):
-            return [], []  # done, or the eager stages (dtypes, adapter knobs) still run: on
+            return [], []  # done, or the eager stages (`scan`) still run: on
             # several devices, an eager trial running on another is not measured yet
         ran = _measured(finished)
         varying = [r for r in ran if r.result.shapes_vary]

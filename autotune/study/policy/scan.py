@@ -5,12 +5,14 @@ Each step is eager (seconds a trial) and runs at the best eager config of its ti
 1. every amp dtype of the space (`eager.dtype_starts`);
 2. each value of the space's convolution knobs and of the adapter's own knobs, one knob at a
    time (`kernel_knob_starts`, `adapter_knob_starts`);
-3. the values of step 2 that read faster than the config they were set on, all at once
-   (`combined_start`): one knob at a time finds each gain, but the next leader carries only
+3. the values of step 2 that read more than `GAIN` faster than the config they were set on,
+   all at once (`combined_start`): one knob at a time finds each gain, but the next leader carries only
    the one that led. On a transformers GPT-2 padded per batch (H100, 2026-11-26) the scan read
    vocab_multiple_of=64 at 1.08x and padding_mask=drop at 1.20x; the leader after it had the
    mask dropped and the vocabulary unpadded, and the search confirmed 207k real tokens/s where
    the same config with the vocabulary padded ran 243k.
+
+The stage keeps its steps in memory: a resumed study scans again at its leader then.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from autotune.study.policy.starts import EAGER, Start
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store.records import MeasuredRecord, TrialRecord
 
-__all__ = ["KERNEL_KNOBS", "MAX_KNOB_VALUES", "DtypeStage", "adapter_knob_starts",
+__all__ = ["GAIN", "KERNEL_KNOBS", "MAX_KNOB_VALUES", "DtypeStage", "adapter_knob_starts",
            "combined_start", "kernel_knob_starts"]
 
 KERNEL_KNOBS = (("memory_format", "channels_last"), ("cudnn_benchmark", True))
@@ -37,6 +39,11 @@ default: measured eagerly at the leader once its dtype is known (NHWC pays under
 bf16 on an H100), so that the ladder compiles the layout that leads. For a model without
 convolutions they cost one eager trial each and change nothing."""
 
+
+GAIN = 0.02
+"""A knob value joins the combination only when its one trial read more than this above the
+config it was set on: a search trial's median is known to about +-5%, and a value within a
+percent or two of the leader is as likely noise as gain."""
 
 MAX_KNOB_VALUES = 4
 """An adapter knob with more values than this (an int range) is measured eagerly at its ends
@@ -89,9 +96,11 @@ def _value(config: TrainConfig, name: str) -> Any:
 
 def combined_start(space: SearchSpace, leader: TrainConfig, finished: Sequence[TrialRecord], *,
                    device: str) -> list[Start]:
-    """`leader` (eager) with every knob value that, set on it alone, read faster than it: each
-    knob's fastest such value. Nothing when fewer than two knobs gained (one alone ran
-    already), when `leader` was not measured, or when the combination ran or cannot."""
+    """`leader` (eager) with every knob value that, set on it alone, read more than `GAIN`
+    faster than it: each knob's fastest such value, the largest gains first, a value the
+    others leave inactive (`when:`) or the device refuses dropped. Nothing when fewer than two
+    knobs gained (one alone ran already), when `leader` was not measured, or when the
+    combination ran."""
     ran: list[MeasuredRecord] = _measured(finished)
     base = next((r.rate for r in ran if r.config == leader), None)
     if base is None:
@@ -101,19 +110,22 @@ def combined_start(space: SearchSpace, leader: TrainConfig, finished: Sequence[T
     for r in ran:
         for name in names:
             value = _value(r.config, name)
-            if value == _value(leader, name) or r.rate <= base \
+            if value == _value(leader, name) or r.rate <= base * (1 + GAIN) \
                     or space.changed(leader, compile="none", **{name: value}) != r.config:
                 continue
             if name not in gains or r.rate > gains[name][0]:
                 gains[name] = (r.rate, value)
-    if len(gains) < 2:
+    chosen: dict[str, Any] = {}
+    for name, (_, value) in sorted(gains.items(), key=lambda g: -g[1][0]):
+        config = space.changed(leader, compile="none", **chosen, **{name: value})
+        if all(_value(config, n) == v for n, v in {**chosen, name: value}.items()) \
+                and space.holds(config) and known_incompatible(config, device) is None:
+            chosen[name] = value
+    if len(chosen) < 2:
         return []
-    config = space.changed(leader, compile="none", **{n: v for n, (_, v) in gains.items()})
+    config = space.changed(leader, compile="none", **chosen)
     seen = {r.config for r in finished if r.config is not None and r.result is not None}
-    if config in seen or any(_value(config, n) != v for n, (_, v) in gains.items()) \
-            or not space.holds(config) or known_incompatible(config, device) is not None:
-        return []
-    return [(f"{EAGER}{config.describe()}", config)]
+    return [] if config in seen else [(f"{EAGER}{config.describe()}", config)]
 
 
 _LIVE = (TrialState.RUNNING, TrialState.WAITING)
@@ -137,6 +149,9 @@ class DtypeStage:
         """The config the knobs were set on, one at a time."""
 
     def due(self, finished: Sequence[TrialRecord], pending: Sequence[Start]) -> list[Start]:
+        """The next step's starts, once the last step's trials have run; a step with nothing
+        to run (every dtype ran already, no knob gained) is passed over in the same call, so
+        that no compile is fed while a later step still has eager trials to queue."""
         if self.device != "cuda" or (self.queued and self.done):
             return []
         eager = [r for r in _measured(finished) if r.config.compile == "none"]
@@ -148,7 +163,9 @@ class DtypeStage:
             if _verdict(leader) is Verdict.INPUT and any(c not in seen for _, c in pending):
                 return []  # the loader is the limit and its climb goes on
             self.queued = True
-            return dtype_starts(self.space, leader.config, finished, device=self.device)
+            starts = dtype_starts(self.space, leader.config, finished, device=self.device)
+            if starts:
+                return starts
         # The next step once no eager trial of the last is left to run (on several devices,
         # one running on another is not measured yet).
         if any(role.startswith(EAGER) and c not in seen for role, c in pending) \
@@ -157,9 +174,11 @@ class DtypeStage:
         if not self.knobs_queued:
             self.knobs_queued = True
             self.scanned = leader.config
-            return (kernel_knob_starts(self.space, leader.config, finished, device=self.device)
-                    + adapter_knob_starts(self.space, leader.config, finished,
-                                          device=self.device))
+            starts = (kernel_knob_starts(self.space, leader.config, finished, device=self.device)
+                      + adapter_knob_starts(self.space, leader.config, finished,
+                                            device=self.device))
+            if starts:
+                return starts
         self.done = True
         return (combined_start(self.space, self.scanned, finished, device=self.device)
                 if self.scanned is not None else [])

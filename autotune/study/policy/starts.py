@@ -30,7 +30,8 @@ Start = tuple[str, TrainConfig]
 FOLLOW = "follow: "
 """The role prefix of a guided follow-up."""
 EAGER = "eager: "
-"""The role prefix of an eager dtype trial (`scan.DtypeStage`): fed before any other start."""
+"""The role prefix of an eager trial of the scan (`scan.DtypeStage`: dtypes, knobs one at a time
+and together) or of the one-shape stage: fed before any other start."""
 CPU_HEADROOM = 0.9
 """An input-bound step at the free cores whose CPUs are busier than this has no core left to
 give its loader: every core loading is not tried."""

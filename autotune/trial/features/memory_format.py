@@ -2,7 +2,8 @@
 
 cuDNN's convolutions under AMP run fastest in NHWC; a model converted alone makes each layer
 convert its NCHW input, so a batch's 4-D floating tensors are converted too, after the copy to
-the device (`dataloader.to_device`, given `batch_format`).
+the device (`dataloader.to_device`, given `batch_format`). Integer images (uint8 normalized by
+the model's first layer) are left as they are: the first convolution converts its input.
 """
 
 from __future__ import annotations
