@@ -443,26 +443,37 @@ def padded_to_one_shape(call: int, request: Any) -> TrialResult:
                                            data_wait_fraction=0.0, gpu_busy_fraction=0.95))
 
 
+PADDED_RAW = {"amp_dtype": {"choices": ["fp32", "tf32", "bf16"]},
+              "compile": {"choices": ["none", "default", "reduce-overhead"]}}
+
+
+def fake_gpu_search(tmp_path: Path, adapter: type[Adapter], rates: Any, trials: int
+                    ) -> tuple[list[Any], optuna.Study]:
+    """A search of `adapter` over PADDED_RAW on a "cuda" device whose trials read `rates`:
+    the requests it ran, and its study."""
+    space = parse_space(PADDED_RAW, source="s.yaml", adapter=adapter, device_type="cuda",
+                        cpus=16)
+    runner = FakeRunner(rates)
+    settings = SearchSettings(adapter=tmp_path / "a.py", space_source="s.yaml", device="cuda",
+                              out=tmp_path / "out", storage=str(tmp_path / "study.db"),
+                              study_name="t", trials=trials, seed=0, confirm=0)
+    Search(settings, space, adapter, runner=runner, listener=QuietListener()).run()
+    study = optuna.load_study(study_name="t", storage=f"sqlite:///{tmp_path / 'study.db'}")
+    return runner.requests, study
+
+
 def test_padding_to_one_shape_is_found_though_it_trails_eager(tmp_path: Path) -> None:
     class Padding(Adapter):
         unit = "tokens"
         batch_size = 8
         knobs = {"pad": {"choices": [None, 1024]}}
 
-    raw = {"amp_dtype": {"choices": ["fp32", "tf32", "bf16"]},
-           "compile": {"choices": ["none", "default", "reduce-overhead"]}}
-    space = parse_space(raw, source="s.yaml", adapter=Padding, device_type="cuda", cpus=16)
-    runner = FakeRunner(padded_to_one_shape)
-    settings = SearchSettings(adapter=tmp_path / "a.py", space_source="s.yaml", device="cuda",
-                              out=tmp_path / "out", storage=str(tmp_path / "study.db"),
-                              study_name="t", trials=7, seed=0, confirm=0)
-    Search(settings, space, Padding, runner=runner, listener=QuietListener()).run()
-    ran = [(q.config.amp_dtype, q.config.compile, q.config.params["pad"]) for q in runner.requests]
+    requests, study = fake_gpu_search(tmp_path, Padding, padded_to_one_shape, trials=7)
+    ran = [(q.config.amp_dtype, q.config.compile, q.config.params["pad"]) for q in requests]
     # The baseline, the eager dtypes, the padded eager trial (slower), then it compiled with
     # CUDA graphs: the best, in the first seven trials.
     assert ("tf32", "none", 1024) in ran
     assert ran.index(("tf32", "reduce-overhead", 1024)) < 7, ran
-    study = optuna.load_study(study_name="t", storage=f"sqlite:///{tmp_path / 'study.db'}")
     assert study.best_value == pytest.approx(206e3)
 
 
@@ -517,19 +528,10 @@ def test_knob_gains_found_one_at_a_time_reach_the_compiled_winner_together(
         knobs = {"pad": {"choices": [None, 1024]}, "mask": {"choices": ["keep", "drop"]},
                  "vocab": {"choices": [None, 64]}}
 
-    raw = {"amp_dtype": {"choices": ["fp32", "tf32", "bf16"]},
-           "compile": {"choices": ["none", "default", "reduce-overhead"]}}
-    space = parse_space(raw, source="s.yaml", adapter=Knobs, device_type="cuda", cpus=16)
-    runner = FakeRunner(padded_with_knobs)
-    settings = SearchSettings(adapter=tmp_path / "a.py", space_source="s.yaml", device="cuda",
-                              out=tmp_path / "out", storage=str(tmp_path / "study.db"),
-                              study_name="t", trials=14, seed=0, confirm=0)
-    Search(settings, space, Knobs, runner=runner, listener=QuietListener()).run()
-    ran = [(q.config.amp_dtype, q.config.compile, dict(q.config.params))
-           for q in runner.requests]
+    requests, study = fake_gpu_search(tmp_path, Knobs, padded_with_knobs, trials=14)
+    ran = [(q.config.amp_dtype, q.config.compile, dict(q.config.params)) for q in requests]
     both = {"pad": None, "mask": "drop", "vocab": 64}
     assert ("tf32", "none", both) in ran, ran  # the scan's two gains, together
     best = ("tf32", "reduce-overhead", {**both, "pad": 1024})
     assert best in ran, ran
-    study = optuna.load_study(study_name="t", storage=f"sqlite:///{tmp_path / 'study.db'}")
     assert study.best_value == pytest.approx(EAGER_RATES["tf32"] * 0.95 * 1.20 * 1.08 * 3.0)
