@@ -251,11 +251,12 @@ def _report_end(search: Search, winner: Winner | None, space: SearchSpace,
     if winner is None:
         return 1
     if winner.record.config is not None:
-        from autotune.outputs.best import batch_change
+        from autotune.outputs.best import batch_change, conv_note
 
-        note = batch_change(winner.record.config, space.baseline.effective_batch)
-        if note is not None:
-            display.console.print(f"[bold yellow]note:[/] {note}")
+        for note in (batch_change(winner.record.config, space.baseline.effective_batch),
+                     conv_note(winner.record.result, space.values("memory_format"))):
+            if note is not None:
+                display.console.print(f"[bold yellow]note:[/] {note}")
     display.console.print(f"wrote {out}/best.yaml, {out}/trials.csv, {out}/throughput.png")
     return 0
 

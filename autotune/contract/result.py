@@ -165,6 +165,9 @@ class TrialResult:
     phases: dict[str, float] = dataclasses.field(default_factory=dict)
     """Seconds spent in each phase of the trial process (start, compose, warmup, ...)."""
     blocks_checkpointed: int | None = None
+    conv_weights: int | None = None
+    """The model's 4-D weights (2-D convolutions), where `memory_format` acts; None where the
+    model was not built."""
     compile_cache_hits: int | None = None
     """Graphs this trial's compile found in the study's persistent cache (FX graph and
     AOTAutograd caches); None without compile."""

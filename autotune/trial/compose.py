@@ -83,6 +83,7 @@ class TrainStep:
                                 f"{type(model).__name__}")
         # Move to the device before building the optimizer, so its state lives there too.
         self.model = model.to(device)
+        self.conv_weights = sum(1 for w in self.model.parameters() if w.dim() == 4)
         with blaming("optimizer(model)"):
             optimizer = adapter.optimizer(self.model)
         # Rebuilt before any step: no state to lose. Left as built: said in the trial's log.

@@ -80,3 +80,55 @@ def test_channels_last_converts_4d_floating_tensors_and_leaves_5d_ones() -> None
     assert model[1].weight is weight2d  # the same Parameter: an optimizer keeps it
     assert weight2d.is_contiguous(memory_format=torch.channels_last)
     assert model[0].weight.is_contiguous()
+
+
+CONVS = """\
+import torch
+from torch import nn
+
+import autotune
+
+
+class Convs(autotune.Adapter):
+    batch_size = 4
+
+    def dataset(self):
+        return torch.utils.data.TensorDataset(torch.randn(16, 3, 8, 8), torch.randint(0, 2, (16,)))
+
+    def model(self):
+        return nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Conv2d(4, 4, 3), nn.Flatten(),
+                             nn.Linear(64, 2))
+
+    def optimizer(self, model):
+        return torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def loss(self, model, batch):
+        x, y = batch
+        return nn.functional.cross_entropy(model(x), y)
+"""
+
+
+def test_the_step_counts_the_models_convolution_weights(tiny_adapter: Path, tmp_path: Path
+                                                        ) -> None:
+    from autotune.outputs.best import conv_note
+
+    path = tmp_path / "convs.py"
+    path.write_text(CONVS)
+    counts = {}
+    for name, adapter in (("convs", path), ("tiny", tiny_adapter)):
+        step = compose(load_adapter(adapter)(), TrainConfig(batch_size=4), CPU)
+        try:
+            counts[name] = step.conv_weights
+        finally:
+            step.close()
+    assert counts == {"convs": 2, "tiny": 0}
+    # The note at the end of a search: convolutions, and a space without the memory format.
+    from autotune import Status
+    from autotune.contract.result import TrialResult
+
+    convs = TrialResult(status=Status.OK, throughput=1.0, conv_weights=2)
+    note = conv_note(convs, ("contiguous",))
+    assert note is not None and "2 convolution weights" in note and "--space cnn" in note
+    assert conv_note(convs, ("contiguous", "channels_last")) is None  # searched already
+    assert conv_note(TrialResult(status=Status.OK, throughput=1.0, conv_weights=0), ("contiguous",)) is None
+    assert conv_note(None, ("contiguous",)) is None
