@@ -87,7 +87,8 @@ class TrainStep:
         with blaming("optimizer(model)"):
             optimizer = adapter.optimizer(self.model)
         # Rebuilt before any step: no state to lose. Left as built: said in the trial's log.
-        self.optimizer, note = apply_optimizer_impl(optimizer, config.optimizer_impl)
+        self.optimizer, note = apply_optimizer_impl(optimizer, config.optimizer_impl,
+                                                    amp_dtype=config.amp_dtype)
         if note:
             print(f"autotune: {note}", file=sys.stderr)
         with blaming("blocks(model)"):

@@ -74,7 +74,8 @@ class TunedConfig:
         without the flag comes back as built, with a warning saying why."""
         from autotune.trial.features.optimizer import apply_optimizer_impl
 
-        rebuilt, note = apply_optimizer_impl(optimizer, self.config.optimizer_impl)
+        rebuilt, note = apply_optimizer_impl(optimizer, self.config.optimizer_impl,
+                                             amp_dtype=self.config.amp_dtype)
         if note:
             warnings.warn(f"autotune: {note}", stacklevel=2)
         return rebuilt

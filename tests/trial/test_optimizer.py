@@ -73,6 +73,22 @@ def test_a_rebuild_pytorch_refuses_is_the_configs_error() -> None:
         apply_optimizer_impl(adam, "fused")
 
 
+def test_a_fused_sgd_under_fp16_on_cuda_is_refused_and_elsewhere_built() -> None:
+    """SGD's fused CUDA kernel steps on the overflow steps GradScaler skips (ResNet-50, fp16,
+    an H100, torch 2.11: NaN in warm-up); the check runs on a CPU with the device named."""
+    with pytest.raises(RuntimeError, match="fp16's GradScaler skips"):
+        apply_optimizer_impl(grouped_sgd(), "fused", amp_dtype="fp16", device_type="cuda")
+    for impl, dtype, device in (("fused", "bf16", "cuda"), ("foreach", "fp16", "cuda"),
+                                ("fused", "fp16", "cpu")):
+        rebuilt, note = apply_optimizer_impl(grouped_sgd(), impl, amp_dtype=dtype,
+                                             device_type=device)
+        assert note == "" and rebuilt.defaults[impl] is True
+    adamw = torch.optim.AdamW(nn.Linear(3, 2).parameters())  # Adam's kernels skip them
+    assert apply_optimizer_impl(adamw, "fused", amp_dtype="fp16", device_type="cuda")[1] == ""
+    # The CPU's own parameters: built (its fused kernel skipped the overflow steps).
+    assert apply_optimizer_impl(grouped_sgd(), "fused", amp_dtype="fp16")[1] == ""
+
+
 def test_the_step_trains_with_the_rebuilt_optimizer(tiny_adapter: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     step = compose(load_adapter(tiny_adapter)(), TrainConfig(batch_size=8,

@@ -4,7 +4,8 @@ op over a list of tensors) or `fused` (one kernel for the whole update).
 The adapter builds its optimizer; the knob rebuilds it with the same parameter groups and
 hyperparameters and the flag set. A class without the flag (RMSprop has no `fused`, a
 non-torch optimizer neither) is left as built, and the reason is said: that is not a failure.
-A rebuild that PyTorch refuses is (the trial's error, which the sampler learns from).
+A rebuild that PyTorch refuses is (the trial's error, which the sampler learns from), and so is
+one PyTorch accepts but trains wrong (`_unsound`).
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ __all__ = ["apply_optimizer_impl"]
 _FLAGS = ("foreach", "fused")
 
 
-def apply_optimizer_impl(optimizer: Any, impl: str) -> tuple[Any, str]:
+def apply_optimizer_impl(optimizer: Any, impl: str, *, amp_dtype: str = "fp32",
+                         device_type: str | None = None) -> tuple[Any, str]:
     """`optimizer` rebuilt with `impl` ("foreach" or "fused"; "default" returns it as is) and
     "", or `optimizer` itself and why it was left as built. Call it before the first step (it
-    carries no state over) and before an LR scheduler or hooks are attached to it."""
+    carries no state over) and before an LR scheduler or hooks are attached to it.
+    `amp_dtype` and `device_type` (by default its parameters' device) say what it will step
+    under: a fused SGD under fp16 on CUDA is refused (`_unsound`)."""
     if impl == "default":
         return optimizer, ""
     if impl not in _FLAGS:
@@ -40,6 +44,11 @@ def apply_optimizer_impl(optimizer: Any, impl: str) -> tuple[Any, str]:
     if attached:
         return optimizer, left + f"{cls.__name__} has {attached} attached: a rebuild would " \
                                  "drop it (build the optimizer alone in optimizer())"
+    device = device_type or next((p.device.type for group in optimizer.param_groups
+                                  for p in group["params"]), "cpu")
+    unsound = _unsound(cls, impl, amp_dtype, device)
+    if unsound:
+        raise RuntimeError(unsound)
     flags = {name: name == impl for name in _FLAGS if name in params}
     # Each group keeps its own hyperparameters; the constructor's arguments are the defaults.
     groups = [{**group, **flags} for group in optimizer.param_groups]
@@ -49,6 +58,20 @@ def apply_optimizer_impl(optimizer: Any, impl: str) -> tuple[Any, str]:
     except (RuntimeError, ValueError, TypeError) as exc:
         raise RuntimeError(f"optimizer_impl={impl}: {cls.__name__}({impl}=True) refused: "
                            f"{exc}") from exc
+
+
+def _unsound(cls: type, impl: str, amp_dtype: str, device_type: str) -> str:
+    """Why PyTorch would build `cls(impl=True)` but train it wrong, else "". SGD's fused CUDA
+    kernel updates its momentum and the weights on the steps fp16's GradScaler skips after an
+    overflow (Adam and AdamW's fused kernels skip them): the loss is NaN within the warm-up
+    (torchvision ResNet-50, fp16, fused SGD with momentum, torch 2.11 on an H100, 2026-11-26,
+    twice; bf16 fused and fp16 unfused ran). A CPU's fused SGD skipped them (torch 2.13)."""
+    if impl == "fused" and amp_dtype == "fp16" and device_type == "cuda" \
+            and issubclass(cls, torch.optim.SGD):
+        return (f"optimizer_impl=fused: {cls.__name__}'s fused CUDA kernel steps on the "
+                "overflow steps fp16's GradScaler skips (the loss turns NaN); use it with "
+                "bf16, or optimizer_impl=foreach with fp16")
+    return ""
 
 
 def _attached(optimizer: torch.optim.Optimizer) -> str:
