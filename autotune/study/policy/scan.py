@@ -73,7 +73,11 @@ def adapter_knob_starts(space: SearchSpace, leader: TrainConfig,
 def kernel_knob_starts(space: SearchSpace, leader: TrainConfig,
                        finished: Sequence[TrialRecord], *, device: str) -> list[Start]:
     """Each convolution knob of the space (`KERNEL_KNOBS`) set at `leader`, eager, one at a
-    time, where it is not set already and has not run."""
+    time, where it is not set already and has not run; none when `leader`'s trial found no
+    convolution in the model (`TrialResult.conv_weights`: nothing for them to act on)."""
+    mine = next((r.result for r in finished if r.config == leader and r.result is not None), None)
+    if mine is not None and mine.conv_weights == 0:
+        return []
     seen = {r.config for r in finished if r.config is not None and r.result is not None}
     starts = []
     for name, value in KERNEL_KNOBS:

@@ -231,6 +231,11 @@ def test_the_convolution_knobs_are_measured_eagerly_after_the_dtypes_at_the_best
     assert [c for _, c in kernel_knob_starts(space, tf32, ran, device="cuda")] == [
         tf32.replace(cudnn_benchmark=True)]
     assert kernel_knob_starts(space_of(GPU_SPACE), tf32, [], device="cuda") == []
+    # A model without convolutions (the leader's trial counted none): nothing to act on.
+    flat = dataclasses.replace(ran[0], result=dataclasses.replace(ran[0].result, conv_weights=0))
+    assert kernel_knob_starts(space, tf32, [flat], device="cuda") == []
+    convs = dataclasses.replace(ran[0], result=dataclasses.replace(ran[0].result, conv_weights=53))
+    assert len(kernel_knob_starts(space, tf32, [convs], device="cuda")) == 2
     plain = DtypeStage(space_of(GPU_SPACE), device="cuda")
     plain.due(records, [])
     assert plain.due(records, []) == []
