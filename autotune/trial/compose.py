@@ -22,7 +22,7 @@ from autotune.trial.features.amp import apply_amp
 from autotune.trial.features.compile import compiled_dynamic
 from autotune.trial.features.dataloader import build_loader, to_device
 from autotune.trial.features.ddp import no_sync
-from autotune.trial.features.memory_format import batch_format
+from autotune.trial.features.memory_format import batch_format, conv_weights
 from autotune.trial.features.optimizer import apply_optimizer_impl
 from autotune.trial.features.sdpa import apply_sdpa
 from autotune.trial.features.threads import apply_threads
@@ -83,7 +83,7 @@ class TrainStep:
                                 f"{type(model).__name__}")
         # Move to the device before building the optimizer, so its state lives there too.
         self.model = model.to(device)
-        self.conv_weights = sum(1 for w in self.model.parameters() if w.dim() == 4)
+        self.conv_weights = conv_weights(self.model)
         with blaming("optimizer(model)"):
             optimizer = adapter.optimizer(self.model)
         # Rebuilt before any step: no state to lose. Left as built: said in the trial's log.

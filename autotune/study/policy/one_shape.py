@@ -21,12 +21,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from optuna.trial import TrialState
-
 from autotune.contract.config import TrainConfig
 from autotune.contract.request import known_incompatible
 from autotune.study.policy.eager import _measured, dtype_starts
-from autotune.study.policy.starts import EAGER, FOLLOW, Start
+from autotune.study.policy.starts import EAGER, FOLLOW, Start, eager_live
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store.records import MeasuredRecord, TrialRecord
 
@@ -52,9 +50,6 @@ def shape_fixing(space: SearchSpace, ran: Sequence[MeasuredRecord]) -> dict[str,
     return fixing
 
 
-_LIVE = (TrialState.RUNNING, TrialState.WAITING)
-
-
 class OneShapeStage:
     """Queues, once, the eager trials of one shape (step 1 above), then, once, the compile of
     the fastest of them (step 2). `due` returns (eager starts, urgent compiled starts)."""
@@ -69,7 +64,7 @@ class OneShapeStage:
             ) -> tuple[list[Start], list[Start]]:
         """`finished`: the study's records (running ones too); `pending`: the ladder's."""
         if self.compiled_queued or any(role.startswith(EAGER) for role, _ in pending) \
-                or any(r.role.startswith(EAGER) and r.state in _LIVE for r in finished):
+                or eager_live(finished):
             return [], []  # done, or the eager stages (`scan`) still run: on
             # several devices, an eager trial running on another is not measured yet
         ran = _measured(finished)

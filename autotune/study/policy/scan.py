@@ -17,16 +17,14 @@ The stage keeps its steps in memory: a resumed study scans again at its leader t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
-
-from optuna.trial import TrialState
 
 from autotune.contract.config import TrainConfig
 from autotune.contract.request import known_incompatible
 from autotune.contract.result import Verdict
 from autotune.study.policy.eager import _measured, dtype_starts
-from autotune.study.policy.starts import EAGER, Start
+from autotune.study.policy.starts import EAGER, Start, eager_live
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store.records import MeasuredRecord, TrialRecord
 
@@ -56,18 +54,14 @@ def adapter_knob_starts(space: SearchSpace, leader: TrainConfig,
     adapter knows what they do, the tool does not, and eager they cost seconds (padding to one
     length, an attention implementation). Those that lead are compiled by the ladder, and one
     that keeps the batches one shape is taken up by `one_shape.OneShapeStage`."""
-    seen = {r.config for r in finished if r.config is not None and r.result is not None}
-    starts = []
-    for name, current in leader.params.items():
-        values = space.values(name)
-        if len(values) > MAX_KNOB_VALUES:  # a range: its ends and its middle, the rest to TPE
-            values = (values[0], values[len(values) // 2], values[-1])
-        for value in values:
-            config = space.changed(leader, compile="none", **{name: value})
-            if value != current and config.params.get(name) == value and config not in seen \
-                    and space.holds(config) and known_incompatible(config, device) is None:
-                starts.append((f"{EAGER}{config.describe()}", config))
-    return starts
+    def each() -> Iterator[tuple[str, Any]]:
+        for name in leader.params:
+            values = space.values(name)
+            if len(values) > MAX_KNOB_VALUES:  # a range: its ends and its middle, the rest to TPE
+                values = (values[0], values[len(values) // 2], values[-1])
+            yield from ((name, value) for value in values)
+
+    return _each_alone(space, leader, finished, each(), device=device)
 
 
 def kernel_knob_starts(space: SearchSpace, leader: TrainConfig,
@@ -78,11 +72,18 @@ def kernel_knob_starts(space: SearchSpace, leader: TrainConfig,
     mine = next((r.result for r in finished if r.config == leader and r.result is not None), None)
     if mine is not None and mine.conv_weights == 0:
         return []
+    return _each_alone(space, leader, finished, KERNEL_KNOBS, device=device)
+
+
+def _each_alone(space: SearchSpace, leader: TrainConfig, finished: Sequence[TrialRecord],
+                values: Iterable[tuple[str, Any]], *, device: str) -> list[Start]:
+    """`leader` with each (knob, value) set alone, eager: those that change it, that the space
+    keeps (not undone by a condition) and holds, that have not run and the device can run."""
     seen = {r.config for r in finished if r.config is not None and r.result is not None}
     starts = []
-    for name, value in KERNEL_KNOBS:
+    for name, value in values:
         config = space.changed(leader, compile="none", **{name: value})
-        if getattr(leader, name) != value and getattr(config, name) == value \
+        if value != _value(leader, name) and _value(config, name) == value \
                 and config not in seen and space.holds(config) \
                 and known_incompatible(config, device) is None:
             starts.append((f"{EAGER}{config.describe()}", config))
@@ -132,9 +133,6 @@ def combined_start(space: SearchSpace, leader: TrainConfig, finished: Sequence[T
     return [] if config in seen else [(f"{EAGER}{config.describe()}", config)]
 
 
-_LIVE = (TrialState.RUNNING, TrialState.WAITING)
-
-
 class DtypeStage:
     """The scan (the module's steps), on a GPU, each step once and after the last one's trials
     have run: the dtypes at the best eager config (when the step is input-bound, only once the
@@ -173,7 +171,7 @@ class DtypeStage:
         # The next step once no eager trial of the last is left to run (on several devices,
         # one running on another is not measured yet).
         if any(role.startswith(EAGER) and c not in seen for role, c in pending) \
-                or any(r.role.startswith(EAGER) and r.state in _LIVE for r in finished):
+                or eager_live(finished):
             return []
         if not self.knobs_queued:
             self.knobs_queued = True

@@ -9,9 +9,10 @@ larger batch, an overhead-bound one CUDA graphs. The ladder climbs while it pays
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import optuna
+from optuna.trial import TrialState
 
 from autotune.adapter import Adapter
 from autotune.contract.config import TrainConfig
@@ -22,7 +23,7 @@ from autotune.study.space.bound import SearchSpace
 from autotune.study.store import records
 from autotune.study.store.records import TrialRecord
 
-__all__ = ["EAGER", "EXPLORE", "diagnosed_recipe", "follow_ups", "initial_starts",
+__all__ = ["EAGER", "EXPLORE", "diagnosed_recipe", "eager_live", "follow_ups", "initial_starts",
            "prunable", "unmeasured"]
 
 Start = tuple[str, TrainConfig]
@@ -32,6 +33,8 @@ FOLLOW = "follow: "
 EAGER = "eager: "
 """The role prefix of an eager trial of the scan (`scan.DtypeStage`: dtypes, knobs one at a time
 and together) or of the one-shape stage: fed before any other start."""
+
+
 CPU_HEADROOM = 0.9
 """An input-bound step at the free cores whose CPUs are busier than this has no core left to
 give its loader: every core loading is not tried."""
@@ -39,6 +42,13 @@ give its loader: every core loading is not tried."""
 EXPLORE = "explore"
 """The role prefix of a random config not measured yet, queued when the sampler proposed a
 config measured before: the budget buys a new configuration instead of a copy."""
+
+
+def eager_live(records: Sequence[TrialRecord]) -> bool:
+    """Whether an eager trial is enqueued or running (on several devices, one running on
+    another is not measured yet): `records` holds the study's unfinished trials too."""
+    return any(r.role.startswith(EAGER)
+               and r.state in (TrialState.RUNNING, TrialState.WAITING) for r in records)
 
 
 def prunable(role: str) -> bool:

@@ -10,12 +10,22 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["apply_memory_format", "batch_format"]
+__all__ = ["apply_memory_format", "batch_format", "conv_weights"]
 
 
 def batch_format(name: str) -> torch.memory_format | None:
     """The format a batch's 4-D floating tensors are put in (None: left as they come)."""
     return torch.channels_last if name == "channels_last" else None
+
+
+def _acts_on(tensor: torch.Tensor) -> bool:
+    """Whether a format puts this parameter or buffer in NHWC: 4-D floating ones only."""
+    return tensor.dim() == 4 and tensor.is_floating_point()
+
+
+def conv_weights(model: torch.nn.Module) -> int:
+    """The model's parameters a memory format acts on (2-D convolutions' weights)."""
+    return sum(1 for w in model.parameters() if _acts_on(w))
 
 
 def apply_memory_format(model: torch.nn.Module, name: str) -> torch.nn.Module:
@@ -27,6 +37,6 @@ def apply_memory_format(model: torch.nn.Module, name: str) -> torch.nn.Module:
         return model
     with torch.no_grad():
         for tensor in (*model.parameters(), *model.buffers()):
-            if tensor.dim() == 4 and tensor.is_floating_point():
+            if _acts_on(tensor):
                 tensor.data = tensor.data.contiguous(memory_format=fmt)
     return model
