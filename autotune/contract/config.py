@@ -59,6 +59,12 @@ class TrainConfig:
     """fp32, tf32 (TF32 matmuls and convolutions), bf16 or fp16 autocast (fp16 with a GradScaler)."""
     compile: str = knob("none", label="compile", allowed=COMPILE_MODES, ranges=False, memory=True)
     """`torch.compile` mode, or "none"."""
+    compile_scope: str = knob("model", label="scope", allowed=("model", "loss"), ranges=False,
+                              memory=True, needs_compile=True)
+    """What `compile` compiles: the model ("model"), or the adapter's `loss(model, batch)`
+    whole ("loss"): the forward and the loss in one graph. A loss computed outside the model
+    (a cross-entropy over GPT-2's 50k-token vocabulary) is then fused with it, instead of run
+    eagerly in fp32 over the full logits."""
     checkpoint: float = knob(0.0, label="ckpt", minimum=0.0, maximum=1.0, ranges=False,
                              memory=True)
     """Fraction of `adapter.blocks(model)` wrapped in non-reentrant activation checkpointing."""
@@ -111,8 +117,9 @@ class TrainConfig:
                 raise ValueError(f"{spec.name} {problem} ({spec.name}={value!r})")
             if not spec.applies(values) and value != spec.default:
                 raise ValueError(
-                    f"{spec.name} needs num_workers > 0 (PyTorch raises otherwise), got "
-                    f"{spec.name}={value!r} with num_workers={self.num_workers!r}"
+                    f"{spec.name} needs {spec.needs}, got {spec.name}={value!r} with "
+                    + (f"num_workers={self.num_workers!r}" if spec.needs_workers else
+                       f"compile={self.compile!r}")
                 )
 
     @classmethod
@@ -159,6 +166,12 @@ class TrainConfig:
             raise InputError(f"{source}: {exc}") from None
 
     def replace(self, **changes: Any) -> TrainConfig:
+        """This config with `changes`; a knob the change leaves without effect goes back to its
+        default (the compile scope of a config made eager)."""
+        values = {**dataclasses.asdict(self), "params": self.params, **changes}
+        for spec in KNOBS:
+            if spec.needs_compile and spec.name not in changes and not spec.applies(values):
+                changes[spec.name] = spec.default
         return dataclasses.replace(self, **changes)
 
     @property
@@ -171,8 +184,8 @@ class TrainConfig:
         search drops when declared `affects: loader`. The optimizer is not compiled.)"""
         if self.compile == "none":
             return None
-        return (self.batch_size, self.grad_accum, self.amp_dtype, self.compile, self.checkpoint,
-                self.bucket_cap_mb, self.memory_format, self.sdpa_backend, self.params)
+        return (self.batch_size, self.grad_accum, self.amp_dtype, self.compile,
+                self.compile_scope, self.checkpoint, self.bucket_cap_mb, self.memory_format, self.sdpa_backend, self.params)
 
     @property
     def alloc_conf(self) -> str:

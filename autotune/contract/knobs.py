@@ -46,6 +46,8 @@ class KnobSpec:
     """Whether null (None) is a value of its own (max_split_size_mb: no limit)."""
     needs_workers: bool = False
     """Only applies with DataLoader workers (PyTorch raises otherwise); else at its default."""
+    needs_compile: bool = False
+    """Only applies to a compiled step (`compile` not "none"); else at its default."""
     ranges: bool = True
     """Whether a space may give it as an int range (low/high)."""
     cuda_only: Callable[[Any], bool] = _never
@@ -64,7 +66,15 @@ class KnobSpec:
 
     def applies(self, values: Mapping[str, Any]) -> bool:
         """Whether this knob means something given the other knobs' values."""
-        return not self.needs_workers or (values.get("num_workers") or 0) > 0
+        return ((not self.needs_workers or (values.get("num_workers") or 0) > 0)
+                and (not self.needs_compile or values.get("compile", "none") != "none"))
+
+    @property
+    def needs(self) -> str:
+        """What it needs to apply, in words, for error messages."""
+        if self.needs_workers:
+            return "num_workers > 0 (PyTorch raises otherwise)"
+        return "compile other than none (it says what is compiled)"
 
     def type_ok(self, value: Any) -> bool:
         if value is None:

@@ -173,6 +173,14 @@ def _kernel_notes(c: TrainConfig, target: str) -> list[str]:
                      f"{_SDPA_ENUM[c.sdpa_backend]}) (autotune.load_config('best.yaml')."
                      "sdpa_kernel()), or enable only it process-wide before training with "
                      "torch.backends.cuda.enable_{flash,mem_efficient,cudnn,math}_sdp")
+    if c.compile_scope == "loss":
+        where = ("the Trainer compiles the model, whose forward computes the loss when the batch "
+                 "has labels: that is one graph; a compute_loss of your own: compile it"
+                 if target == "hf" else
+                 "Lightning compiles forward alone: compute the loss in forward, or compile a "
+                 "function that calls the model and returns the loss")
+        notes.append(f"compile_scope=loss: the loss was compiled with the model, in one graph "
+                     f"({where}; autotune.load_config('best.yaml').wrap_loss(fn) does it)")
     if c.cudnn_benchmark and target == "hf":
         notes.append("cudnn_benchmark: set torch.backends.cudnn.benchmark = True before "
                      "trainer.train()")

@@ -19,7 +19,7 @@ from autotune.contract.phases import Phase
 from autotune.contract.request import CUDAGRAPH_MODES
 from autotune.trial.blame import blame, blaming, check_loss
 from autotune.trial.features.amp import apply_amp
-from autotune.trial.features.compile import compiled_dynamic
+from autotune.trial.features.compile import compile_loss, compiled_dynamic
 from autotune.trial.features.dataloader import build_loader, to_device
 from autotune.trial.features.ddp import no_sync
 from autotune.trial.features.memory_format import batch_format, conv_weights
@@ -95,8 +95,11 @@ class TrainStep:
             blocks = adapter.blocks(model)
         self.forward_model, self.blocks_checkpointed = apply_model_features(
             self.model, blocks, amp_dtype=config.amp_dtype,
-            checkpoint=config.checkpoint, compile=config.compile, ddp=ddp,
+            checkpoint=config.checkpoint, compile=config.compile,
+            compile_scope=config.compile_scope, ddp=ddp,
             memory_format=config.memory_format, cudnn_benchmark=config.cudnn_benchmark)
+        self.compiled_loss = compile_loss(adapter.loss, config.compile, config.compile_scope)
+        """The adapter's loss compiled whole (`compile_scope` "loss"), else None."""
         self._batch_format = batch_format(config.memory_format)
         self._kernels = apply_sdpa(config.sdpa_backend)  # around each forward and backward
         # The DDP module (under compile's wrapper, if any): accumulating micro-batches skip
@@ -136,6 +139,8 @@ class TrainStep:
             self._pending.append(self._pull())
         if len({signature(batch) for batch in self._pending}) > 1:
             self.forward_model = compiled_dynamic(self.forward_model, self.config.compile)
+            self.compiled_loss = compile_loss(self.adapter.loss, self.config.compile,
+                                              self.config.compile_scope, dynamic=True)
             self.dynamic_shapes = True
 
     def next_batch(self) -> tuple[Any, int]:
@@ -226,7 +231,7 @@ class TrainStep:
     def _forward_backward(self, batch: Any, accum: int) -> None:
         try:
             with self.region("forward"), self.amp.autocast():
-                loss = self.adapter.loss(self.forward_model, batch)
+                loss = (self.compiled_loss or self.adapter.loss)(self.forward_model, batch)
             check_loss(loss)
         except Exception as exc:
             blame(exc, "loss(model, batch)")

@@ -22,6 +22,7 @@ def apply_model_features(
     amp_dtype: str,
     checkpoint: float,
     compile: str,
+    compile_scope: str = "model",
     ddp: Callable[[torch.nn.Module], torch.nn.Module] | None = None,
     memory_format: str = "contiguous",
     cudnn_benchmark: bool = False,
@@ -29,7 +30,8 @@ def apply_model_features(
     """Apply the model-side knobs in the one right order; return the module to call in
     training and how many blocks were checkpointed. The trials and production
     (`TunedConfig.wrap_model`) both come through here, so what was measured is what runs.
-    `ddp` wraps the model for data-parallel training (`features.ddp.apply_ddp` with the DDP
+    `compile_scope` "loss" leaves the model uncompiled: `compile_loss` compiles the loss that
+    calls it. `ddp` wraps the model for data-parallel training (`features.ddp.apply_ddp` with the DDP
     knobs), or None in a single process.
     """
     # 0. The memory format first: DDP's buckets and compile's graph take the parameters'
@@ -49,5 +51,7 @@ def apply_model_features(
     #    overlaps the rest of the backward (torch/_dynamo/backends/distributed.py).
     if ddp is not None:
         model = ddp(model)
-    # 4. Compile last: it wraps everything above. Lazy: it happens on the first forward.
-    return apply_compile(model, compile), wrapped
+    # 4. Compile last: it wraps everything above. Lazy: it happens on the first forward. With
+    #    `compile_scope` "loss" the loss function is compiled instead, the model inside it
+    #    (`features.compile.compile_loss`).
+    return apply_compile(model, compile if compile_scope == "model" else "none"), wrapped

@@ -9,9 +9,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["TunedConfig", "load_config"]
+
+Loss = TypeVar("Loss", bound=Callable[..., Any])
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -119,7 +121,8 @@ class TunedConfig:
         benchmark mode, checkpoint `blocks`, wrap in DDP (`ddp=True`: over the initialized
         process group, with the DDP knobs, the model already on this rank's device), then
         compile: returns the module to call in training, built in the same order the trials
-        measured."""
+        measured. With `compile_scope: loss` the model comes back uncompiled: compile your loss
+        function with `wrap_loss`, which calls it."""
         from autotune.trial.model_features import apply_model_features
         from autotune.trial.features.ddp import apply_ddp
 
@@ -129,9 +132,19 @@ class TunedConfig:
 
         wrapped, _ = apply_model_features(
             model, blocks, amp_dtype=self.config.amp_dtype, checkpoint=self.config.checkpoint,
-            compile=self.config.compile, ddp=wrap if ddp else None,
+            compile=self.config.compile, compile_scope=self.config.compile_scope,
+            ddp=wrap if ddp else None,
             memory_format=self.config.memory_format, cudnn_benchmark=self.config.cudnn_benchmark)
         return wrapped
+
+    def wrap_loss(self, loss: Loss) -> Loss:
+        """Your loss function as measured: with `compile_scope: loss`, compiled whole, the model
+        it calls (from `wrap_model`, uncompiled then) traced into the same graph, so the loss
+        fuses with the model's last ops; otherwise `loss` itself (the model is what compiles).
+        Call the result as you called `loss`."""
+        from autotune.trial.features.compile import compile_loss
+
+        return compile_loss(loss, self.config.compile, self.config.compile_scope) or loss
 
 
 def load_config(path: str | Path) -> TunedConfig:

@@ -50,7 +50,7 @@ def test_defaults_are_pytorchs() -> None:
     assert config.to_dict() == {
         "batch_size": 8, "grad_accum": 1, "num_workers": 0, "prefetch_factor": None,
         "pin_memory": False, "persistent_workers": False, "intra_op_threads": None,
-        "amp_dtype": "fp32", "compile": "none",
+        "amp_dtype": "fp32", "compile": "none", "compile_scope": "model",
         "checkpoint": 0.0, "expandable_segments": False, "max_split_size_mb": None,
         # DistributedDataParallel's own defaults.
         "bucket_cap_mb": None, "gradient_as_bucket_view": False, "static_graph": False,

@@ -37,7 +37,8 @@ def test_kinds_come_from_the_annotations() -> None:
     assert kinds == {
         "batch_size": int, "grad_accum": int, "num_workers": int, "prefetch_factor": int,
         "pin_memory": bool, "persistent_workers": bool, "intra_op_threads": int,
-        "amp_dtype": str, "compile": str, "checkpoint": float, "expandable_segments": bool,
+        "amp_dtype": str, "compile": str, "compile_scope": str, "checkpoint": float,
+        "expandable_segments": bool,
         "max_split_size_mb": int,
         "bucket_cap_mb": int, "gradient_as_bucket_view": bool, "static_graph": bool,
         "optimizer_impl": str, "memory_format": str, "sdpa_backend": str, "cudnn_benchmark": bool,
@@ -68,7 +69,7 @@ def test_memory_knobs_are_the_oom_walls_coordinates() -> None:
     # The kernels' knobs too: foreach keeps temporaries of every parameter, the math attention
     # kernel materializes the attention matrix, cuDNN's benchmark may pick algorithms with
     # workspaces, a layout converts activations: an OOM under one value implies nothing of another.
-    assert memory == {"batch_size", "amp_dtype", "compile", "checkpoint", "expandable_segments",
+    assert memory == {"batch_size", "amp_dtype", "compile", "compile_scope", "checkpoint", "expandable_segments",
                       "max_split_size_mb", "gradient_as_bucket_view", "optimizer_impl",
                       "memory_format", "sdpa_backend", "cudnn_benchmark"}
 

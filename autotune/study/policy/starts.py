@@ -238,7 +238,7 @@ def _checks(space: SearchSpace, config: TrainConfig, device: str,
     """Whether the best config's own choices pay: each one undone (or done) alone.
 
     Compile first (the most at stake; not compiling an input-bound step); at a compiled best
-    the loader does not limit, the other optimizer implementation. Then, on a GPU, choices
+    the loader does not limit, the other compile scope and the other optimizer implementation. Then, on a GPU, choices
     that cost host resources or memory but keep the compiled graph (each check a cache hit):
     fewer loader workers when the step is not input-bound, pinning, the allocator's
     expandable segments. A check that ties keeps the cheaper config in the confirmation."""
@@ -250,6 +250,12 @@ def _checks(space: SearchSpace, config: TrainConfig, device: str,
         # Not while the loader is the limit: compiling the model buys nothing there (the
         # quick start's input-bound CNN on 2 cores: 4.86k compiled, 4.96k eager).
         checks.append(config.replace(compile="default"))
+    scopes = [s for s in space.values("compile_scope") if s != config.compile_scope]
+    if config.compile != "none" and verdict is not Verdict.INPUT and scopes:
+        # The loss compiled with the model: a loss outside the model runs eagerly otherwise
+        # (GPT-2 small's cross-entropy over 50k logits: about a fifth of its compiled step's
+        # GPU time in fp32 copies and softmax kernels, H100, 2026-11-25).
+        checks.append(config.replace(compile_scope=scopes[0]))
     impls = [i for i in space.values("optimizer_impl") if i != config.optimizer_impl]
     if config.compile != "none" and verdict is not Verdict.INPUT and impls:
         # Not compiled, so a cache hit too. Eager, the fused trial of the padded transformers

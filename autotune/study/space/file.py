@@ -174,6 +174,8 @@ def _parse_knob(name: str, body: Any, spec: KnobSpec | None = None, where: str =
     when = parse_when(body.get("when"), where)
     if spec.needs_workers:
         when = (Condition("num_workers", ">", 0), *when)
+    if spec.needs_compile:
+        when = (Condition("compile", "!=", "none"), *when)
     forms = [k for k in ("choices", "factors", "low") if k in body]
     if len(forms) != 1:
         how = "'choices'" + (", 'factors'" if name == "batch_size" else "") + (

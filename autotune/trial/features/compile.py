@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import torch
 
-__all__ = ["CompileWatch", "Recompiles", "apply_compile", "compile_seconds", "compiled_dynamic"]
+__all__ = ["CompileWatch", "Recompiles", "apply_compile", "compile_loss", "compile_seconds",
+           "compiled_dynamic"]
+
+Loss = TypeVar("Loss", bound=Callable[..., Any])
 
 # Dynamo's own timings of a compile (`torch._dynamo.utils.compilation_time_metrics`, torch
 # 2.11-2.13): tracing and the forward graph's compile, then the backward's, compiled lazily at
@@ -26,6 +31,17 @@ def apply_compile(model: torch.nn.Module, mode: str, *,
         return model
     # torch.compile is typed to return a callable; given a Module it returns an OptimizedModule.
     return torch.compile(model, mode=mode, dynamic=dynamic)  # type: ignore[return-value]
+
+
+def compile_loss(loss: Loss, mode: str, scope: str, *,
+                 dynamic: bool | None = None) -> Loss | None:
+    """`loss` (the adapter's `loss(model, batch)`) compiled whole when `scope` is "loss": Dynamo
+    traces the model it is handed into the same graph, so a loss computed outside the model
+    fuses with the model's last ops. Otherwise (`scope` "model", or `mode` "none") None: the
+    loss runs as written, the model is what `apply_compile` compiled."""
+    if mode == "none" or scope != "loss":
+        return None
+    return cast(Loss, torch.compile(loss, mode=mode, dynamic=dynamic))
 
 
 def compiled_dynamic(forward: torch.nn.Module, mode: str) -> torch.nn.Module:

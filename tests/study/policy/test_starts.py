@@ -334,3 +334,24 @@ def test_a_number_projects_to_the_nearest_number_beside_a_null_choice() -> None:
     assert space.changed(RECIPE, intra_op_threads=3).intra_op_threads == 4
     assert space.changed(RECIPE, intra_op_threads=1).intra_op_threads == 1
     assert space.changed(RECIPE, intra_op_threads=None).intra_op_threads is None
+
+
+@pytest.mark.parametrize("verdict", [Verdict.COMPUTE, Verdict.INPUT])
+def test_a_compiled_best_checks_the_other_compile_scope_unless_input_bound(
+        verdict: Verdict) -> None:
+    # GPT-2 small's cross-entropy over 50k logits ran eagerly beside its compiled model: about a
+    # fifth of the step's GPU time (H100, 2026-11-25). One compile says whether fusing it pays.
+    raw = {**GPU_SPACE, "compile_scope": {"choices": ["model", "loss"]}}
+    config = TrainConfig(batch_size=64, num_workers=8, prefetch_factor=4, pin_memory=True,
+                         persistent_workers=True, amp_dtype="bf16", compile="default")
+    space = space_of(raw, device="cuda", cpus=8)
+    for scope, other in (("model", "loss"), ("loss", "model")):
+        best = done(1, config.replace(compile_scope=scope), verdict)
+        checks = ups(space, best, best, device="cuda")
+        if verdict is Verdict.INPUT:  # compiling anything of the model buys nothing there
+            assert all(c.compile_scope == scope or c.compile == "none" for c in checks)
+        else:  # right after compile off, which drops the scope with the compile
+            first = checks.index(TrainConfig(**{**config.to_dict(), "compile": "none"}))
+            assert checks[first + 1] == config.replace(compile_scope=other)
+    eager = done(2, config.replace(compile="none"), Verdict.COMPUTE)
+    assert all(c.compile_scope == "model" for c in ups(space, eager, eager, device="cuda"))
