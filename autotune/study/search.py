@@ -241,8 +241,11 @@ class Search:
             if role:  # a guided trial: its follow-ups, and the eager dtypes when due
                 done = next(r for r in recs if r.number == trial.number)
                 best, _ = best_and_baseline(recs)
+                new_best = best is not None and best.number == done.number
+                if new_best:
+                    ladder.supersede()
                 ladder.add(follow_ups(self.space, done, best, device=s.device, cpus=s.cpus),
-                           new_best=best is not None and best.number == done.number)
+                           new_best=new_best)
                 ladder.add(self._dtypes.due(recs, ladder.pending), new_best=True)
             # Any trial, TPE's too, may be the one that kept the batches one shape.
             eager, compiled = self._one_shape.due(recs, ladder.pending)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import optuna
 
 from autotune.contract.config import TrainConfig
-from autotune.study.policy.starts import EAGER, Start
+from autotune.study.policy.starts import EAGER, FOLLOW, Start
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store import records
 
@@ -37,6 +37,15 @@ class Ladder:
         first = [s for s in kept if s in self._urgent]
         rest = [s for s in kept if s not in self._urgent]
         self.pending = first + (fresh + rest if new_best else rest + fresh)
+
+    def supersede(self) -> None:
+        """A guided trial became the best: drop the follow-ups of the configs it beat (their
+        climbs and checks), but the urgent ones. The new best's own follow-ups check the same
+        knobs from where the search now stands; the old ones would measure a config already
+        beaten with one knob changed (GPT-2 on an H100: 7 of 23 trials after the compile-scope
+        check won, 2026-11-26)."""
+        self.pending = [s for s in self.pending
+                        if not s[0].startswith(FOLLOW) or s in self._urgent]
 
     def feed(self, study: optuna.Study, space: SearchSpace,
              skip: Callable[[TrainConfig], bool] | None = None) -> None:
