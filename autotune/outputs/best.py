@@ -200,9 +200,12 @@ def yaml_header(doc: dict[str, Any]) -> str:
     changed = (doc.get("effective_batch") or {}).get("factor")
     batch = (f"# Note: the effective batch is {changed}x the adapter's: see effective_batch.note "
              "on the learning rate.\n") if changed else ""
+    scope = ("# compile_scope is loss: the loss was compiled with the model; call your loss "
+             "through cfg.wrap_loss(fn)\n#   (cfg.wrap_model leaves the model uncompiled then).\n"
+             ) if (doc.get("config") or {}).get("compile_scope") == "loss" else ""
     return (
         f"# autotune: fastest measured configuration{speed}.\n"
         "# Apply it: autotune.load_config(\"best.yaml\") in your training script, or\n"
         "#           autotune apply best.yaml -- python train.py  (sets the allocator env)\n"
-        + batch
+        + batch + scope
     )

@@ -141,6 +141,14 @@ def test_yaml_header_names_the_speedup_and_how_to_apply_it() -> None:
     assert "x the baseline" not in yaml_header({"speedup": None})
 
 
+def test_yaml_header_says_how_to_apply_a_compiled_loss() -> None:
+    scoped = yaml_header({"config": {"compile": "default", "compile_scope": "loss"}})
+    assert "cfg.wrap_loss(fn)" in scoped
+    assert all(line.startswith("#") for line in scoped.splitlines())
+    assert "wrap_loss" not in yaml_header({"config": {"compile": "default",
+                                                      "compile_scope": "model"}})
+
+
 # -- the effective batch ---------------------------------------------------------------------------
 
 
