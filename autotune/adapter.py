@@ -50,6 +50,10 @@ class Adapter:
     """True lets the search change the effective batch too (larger batches, free accumulation);
     best.yaml then says by how much and how to scale the learning rate. Same as
     `autotune search --vary-global-batch`."""
+    loss_in_model: ClassVar[bool] = False
+    """True when compiling the model compiles the loss too (a forward that returns the loss, a
+    bridge that compiles the training step): the search leaves `compile_scope` at "model",
+    whose graph is the same."""
     knobs: ClassVar[Mapping[str, Any]] = {}
     """Your own knobs, searched with the tool's: name -> an entry of a space file
     (`{"choices": [...]}` or `{"low": 1, "high": 8}`, `when:`), plus `affects:` loader, model

@@ -35,6 +35,7 @@ class LightningAdapter(Adapter):
     `datamodule_kwargs`). `batch_size` defaults to the datamodule's: its `datamodule_kwargs`
     entry or its `__init__` default; set it when neither exists."""
 
+    loss_in_model: ClassVar[bool] = True  # `loss` runs training_step under the model's compiler
     module: ClassVar[type | None] = None
     """A LightningModule class: `training_step` and `configure_optimizers` are used."""
     datamodule: ClassVar[type | None] = None

@@ -64,7 +64,8 @@ class TrainConfig:
     """What `compile` compiles: the model ("model"), or the adapter's `loss(model, batch)`
     whole ("loss"): the forward and the loss in one graph. A loss computed outside the model
     (a cross-entropy over GPT-2's 50k-token vocabulary) is then fused with it, instead of run
-    eagerly in fp32 over the full logits."""
+    eagerly in fp32 over the full logits. Under DDP, Dynamo breaks the graph at DDP's forward:
+    the model and the loss then compile as two graphs (the loss compiled, not fused)."""
     checkpoint: float = knob(0.0, label="ckpt", minimum=0.0, maximum=1.0, ranges=False,
                              memory=True)
     """Fraction of `adapter.blocks(model)` wrapped in non-reentrant activation checkpointing."""

@@ -177,8 +177,8 @@ def _kernel_notes(c: TrainConfig, target: str) -> list[str]:
         where = ("the Trainer compiles the model, whose forward computes the loss when the batch "
                  "has labels: that is one graph; a compute_loss of your own: compile it"
                  if target == "hf" else
-                 "Lightning compiles forward alone: compute the loss in forward, or compile a "
-                 "function that calls the model and returns the loss")
+                 "a module compiled before fitting has its training_step compiled by Lightning "
+                 "too: where training_step computes the loss, that is one graph")
         notes.append(f"compile_scope=loss: the loss was compiled with the model, in one graph "
                      f"({where}; autotune.load_config('best.yaml').wrap_loss(fn) does it)")
     if c.cudnn_benchmark and target == "hf":

@@ -221,6 +221,7 @@ class Objective:
                   if r.result.diagnosis is not None
                   and r.result.diagnosis.verdict is Verdict.OVERHEAD
                   and r.config.compile == config.compile
+                  and r.config.compile_scope == config.compile_scope
                   and r.config.grad_accum >= config.grad_accum
                   and r.config.batch_size >= 2 * config.batch_size]
         if not bounds or best is None:

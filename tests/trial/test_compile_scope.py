@@ -109,6 +109,29 @@ def test_production_compiles_the_loss_and_leaves_the_model(monkeypatch: pytest.M
 def test_export_says_how_to_compile_the_loss() -> None:
     hf, pl = to_hf(Best(config=LOSS)), to_lightning(Best(config=LOSS))
     assert any(n.startswith("compile_scope=loss") and "compute_loss" in n for n in hf.notes)
-    assert any(n.startswith("compile_scope=loss") and "forward" in n for n in pl.notes)
+    assert any(n.startswith("compile_scope=loss") and "training_step" in n for n in pl.notes)
     plain = Best(config=LOSS.replace(compile_scope="model"))
     assert not any("compile_scope" in n for n in (*to_hf(plain).notes, *to_lightning(plain).notes))
+
+
+def test_a_space_must_hold_the_model_scope_and_an_adapter_with_its_loss_in_the_model_has_none(
+        ) -> None:
+    from autotune import InputError
+
+    raw = {"compile": {"choices": ["none", "default"]}, "compile_scope": {"choices": ["loss"]}}
+    with pytest.raises(InputError, match="key 'compile_scope' must include 'model'"):
+        parse_space(raw, source="s.yaml", adapter=Eight, device_type="cpu", cpus=2)
+
+    class InModel(Eight):
+        loss_in_model = True
+
+    both = {**raw, "compile_scope": {"choices": ["model", "loss"]}}
+    space = parse_space(both, source="s.yaml", adapter=InModel, device_type="cpu", cpus=2)
+    assert all(c.compile_scope == "model" for c in space.enumerate())
+
+
+def test_a_compile_gain_is_recorded_per_scope() -> None:
+    from autotune.study.policy.eager import gain_key
+
+    assert gain_key(LOSS) == "default+loss"
+    assert gain_key(LOSS.replace(compile_scope="model")) == "default"

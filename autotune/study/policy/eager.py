@@ -26,7 +26,7 @@ from autotune.study.policy.starts import EAGER, Start
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 
-__all__ = ["DTYPE_PRIOR", "GAIN_SLACK", "LOADER_MARGIN", "cannot_win", "compile_gains",
+__all__ = ["DTYPE_PRIOR", "GAIN_SLACK", "LOADER_MARGIN", "cannot_win", "compile_gains", "gain_key",
            "dtype_starts", "gains_of", "loader_ceiling"]
 
 DTYPE_PRIOR = ("bf16", "tf32", "fp16", "fp32")
@@ -112,6 +112,12 @@ def compile_gains(finished: Sequence[TrialRecord], shapes_vary: bool | None = No
     return best
 
 
+def gain_key(config: TrainConfig) -> str:
+    """What a compile gain is recorded under: the mode, and the scope when it is the loss (a
+    compiled loss is another graph: its gain says nothing of the model's alone)."""
+    return config.compile if config.compile_scope == "model" else f"{config.compile}+loss"
+
+
 def gains_of(config: TrainConfig, rate: float, finished: Sequence[TrialRecord]
              ) -> dict[str, float]:
     """The gains a trial of `config` measured at `rate` completes: with its eager twin when it
@@ -120,10 +126,10 @@ def gains_of(config: TrainConfig, rate: float, finished: Sequence[TrialRecord]
     eager = config.replace(compile="none")
     for r in _measured(finished):
         if config.compile != "none" and r.config == eager:
-            gains[config.compile] = rate / r.rate
+            gains[gain_key(config)] = rate / r.rate
         elif config.compile == "none" and r.config.compile != "none" \
                 and r.config.replace(compile="none") == config:
-            gains[r.config.compile] = r.rate / rate
+            gains[gain_key(r.config)] = r.rate / rate
     return gains
 
 
@@ -146,14 +152,14 @@ def cannot_win(config: TrainConfig, finished: Sequence[TrialRecord]
         return None
     twin = next((r for r in ran if r.config == config.replace(compile="none")), None)
     gain = compile_gains(finished, None if twin is None else twin.result.shapes_vary
-                         ).get(config.compile)
+                         ).get(gain_key(config))
     if gain is not None and gain < 1.0:
         return gain * (twin.rate if twin is not None else best), (
-            f"not run: compile={config.compile} ran slower than eager in this study "
+            f"not run: compile={gain_key(config)} ran slower than eager in this study "
             f"(best gain {gain:.2f}x)")
     if gain is not None and twin is not None and GAIN_SLACK * gain * twin.rate < best:
         expected = gain * twin.rate
         return expected, (f"not run: about {human(expected)}/s: its eager form (trial "
-                          f"{twin.number}) x the best gain of compile={config.compile} here "
+                          f"{twin.number}) x the best gain of compile={gain_key(config)} here "
                           f"({gain:.2f}x), below the best so far ({human(best)}/s)")
     return None

@@ -125,6 +125,8 @@ def parse_space(
             )
         if fixed is not None and name == "grad_accum":
             continue  # derived: effective batch // batch_size
+        if name == "compile_scope" and adapter.loss_in_model:
+            continue  # compiling the model compiles the loss already: one graph either way
         knob = _parse_knob(name, body, source=source, adapter=adapter, cpus=cpus, fixed=fixed,
                            baseline=baseline)
         _check_device(knob, source, device_type)
@@ -145,6 +147,12 @@ def parse_space(
                 f"{source}: key '{knob.name}' must include PyTorch's default {default}: trial 0 "
                 "measures the defaults as the baseline"
             )
+    for knob in knobs:
+        spec = KNOB[knob.name]
+        if spec.needs_compile and not knob.contains(spec.default):
+            # A config made compiled from an eager one carries the default.
+            raise InputError(f"{source}: key '{knob.name}' must include {spec.default!r}, what "
+                             "a config compiled from an eager one has")
     if nproc == 1:  # validated above, but one process has no gradients to all-reduce
         knobs = [k for k in knobs if not KNOB[k.name].ddp]
     knobs += own

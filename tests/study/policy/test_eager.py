@@ -540,3 +540,15 @@ def test_knob_gains_found_one_at_a_time_reach_the_compiled_winner_together(
     best = ("tf32", "reduce-overhead", {**both, "pad": 1024})
     assert best in ran, ran
     assert study.best_value == pytest.approx(EAGER_RATES["tf32"] * 0.95 * 1.20 * 1.08 * 3.0)
+
+
+def test_a_compiled_loss_that_lost_to_eager_does_not_hold_back_a_compiled_model() -> None:
+    # A loss with graph breaks may compile slower than eager; the model compiled alone is
+    # another graph, its gain unknown until measured.
+    eager = done(1, EAGER, throughput=100.0)
+    scoped = EAGER.replace(compile="default", compile_scope="loss")
+    lost = done(2, scoped, throughput=90.0, gains=gains_of(scoped, 90.0, [eager]))
+    assert lost.compile_gains == {"default+loss": pytest.approx(0.9)}
+    assert cannot_win(EAGER.replace(compile="default"), [eager, lost]) is None
+    bound = cannot_win(scoped.replace(batch_size=32), [eager, lost])
+    assert bound is not None and "compile=default+loss ran slower than eager" in bound[1]
