@@ -51,9 +51,7 @@ class Adapter:
     best.yaml then says by how much and how to scale the learning rate. Same as
     `autotune search --vary-global-batch`."""
     loss_in_model: ClassVar[bool] = False
-    """True when compiling the model compiles the loss too (a forward that returns the loss, a
-    bridge that compiles the training step): the search leaves `compile_scope` at "model",
-    whose graph is the same."""
+    """True when compiling the model compiles the loss too: `compile_scope` stays "model"."""
     knobs: ClassVar[Mapping[str, Any]] = {}
     """Your own knobs, searched with the tool's: name -> an entry of a space file
     (`{"choices": [...]}` or `{"low": 1, "high": 8}`, `when:`), plus `affects:` loader, model

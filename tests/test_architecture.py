@@ -1,9 +1,10 @@
-"""The layout is enforced: no import cycle in the package, and the trial process's entry point
-loads neither Optuna, rich nor matplotlib (the layer contracts themselves are import-linter's,
-run by `lint-imports` in CI)."""
+"""The layout is enforced: no import cycle in the package, the trial process's entry point
+loads neither Optuna, rich nor matplotlib, and no module or function grows past what reads as
+one thing (the layer contracts themselves are import-linter's, run by `lint-imports` in CI)."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 
@@ -64,3 +65,25 @@ def test_trial_entry_point_loads_no_optuna_rich_or_matplotlib() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
                          text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+MODULE_LINES = 300
+FUNCTION_LINES = 80
+
+
+def test_no_module_or_function_is_two_things() -> None:
+    """A module past 300 lines is probably two things, a function past 80 several steps
+    (issue 23's house rules)."""
+    long_modules, long_functions = [], []
+    for path in sorted((REPO_ROOT / "autotune").rglob("*.py")):
+        text = path.read_text()
+        name = str(path.relative_to(REPO_ROOT))
+        if len(text.splitlines()) > MODULE_LINES:
+            long_modules.append(f"{name}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                    and node.end_lineno is not None \
+                    and node.end_lineno - node.lineno + 1 > FUNCTION_LINES:
+                long_functions.append(f"{name}:{node.lineno} {node.name}: "
+                                      f"{node.end_lineno - node.lineno + 1} lines")
+    assert long_modules == [] and long_functions == []

@@ -94,9 +94,8 @@ class TrainStep:
         with blaming("blocks(model)"):
             blocks = adapter.blocks(model)
         self.forward_model, self.blocks_checkpointed = apply_model_features(
-            self.model, blocks, amp_dtype=config.amp_dtype,
-            checkpoint=config.checkpoint, compile=config.compile,
-            compile_scope=config.compile_scope, ddp=ddp,
+            self.model, blocks, amp_dtype=config.amp_dtype, checkpoint=config.checkpoint,
+            compile=config.compile, compile_scope=config.compile_scope, ddp=ddp,
             memory_format=config.memory_format, cudnn_benchmark=config.cudnn_benchmark)
         self.compiled_loss = compile_loss(adapter.loss, config.compile, config.compile_scope)
         """The adapter's loss compiled whole (`compile_scope` "loss"), else None."""
