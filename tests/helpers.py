@@ -1,5 +1,5 @@
-"""Shared by the tests: the checkout's paths, the CLI as a subprocess, a scripted fake runner,
-a fake clock, CSV rows, stored trials read back as records, and the processes a search leaves
+"""Shared by the tests: the checkout's paths, the CLI as a subprocess, a scripted fake runner
+and a search over it, a fake clock, CSV rows, stored trials read back as records, and the processes a search leaves
 behind."""
 
 from __future__ import annotations
@@ -65,6 +65,26 @@ class FakeRunner(RunnerBase):
         self.requests.append(request)
         self.timeouts.append(timeout)
         return self.script(len(self.requests) - 1, request)
+
+
+def fake_search(tmp_path: Path, raw: dict[str, Any], adapter: Any, script: Script, *,
+                trials: int, device: str = "cuda") -> tuple[list[TrialRequest], Any]:
+    """A search of `adapter` over the space `raw` on `device` whose trials read `script`
+    (cpus 16, seed 0, no confirmation): the requests it ran, and its study."""
+    import optuna
+
+    from autotune.outputs.display import QuietListener
+    from autotune.study.search import Search, SearchSettings
+    from autotune.study.space.file import parse_space
+
+    space = parse_space(raw, source="s.yaml", adapter=adapter, device_type=device, cpus=16)
+    runner = FakeRunner(script)
+    settings = SearchSettings(adapter=tmp_path / "a.py", space_source="s.yaml", device=device,
+                              out=tmp_path / "out", storage=str(tmp_path / "study.db"),
+                              study_name="t", trials=trials, seed=0, confirm=0)
+    Search(settings, space, adapter, runner=runner, listener=QuietListener()).run()
+    study = optuna.load_study(study_name="t", storage=f"sqlite:///{tmp_path / 'study.db'}")
+    return runner.requests, study
 
 
 class FakeClock:

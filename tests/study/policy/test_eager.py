@@ -11,18 +11,16 @@ from typing import Any
 
 import optuna
 import pytest
-from helpers import FakeRunner
+from helpers import fake_search
 from optuna.trial import TrialState
 
 from autotune import Adapter, Diagnosis, Status, TrainConfig, TrialResult, Verdict
-from autotune.outputs.display import QuietListener
 from autotune.study.policy.eager import cannot_win, compile_gains, dtype_starts, gains_of
 from autotune.study.policy.scan import (DtypeStage, adapter_knob_starts, combined_start,
                                         kernel_knob_starts)
 from autotune.study.policy.one_shape import compiled_forms
 from autotune.study.policy.ladder import Ladder
 from autotune.study.policy.starts import diagnosed_recipe, follow_ups, initial_starts
-from autotune.study.search import Search, SearchSettings
 from autotune.study.space.bound import SearchSpace
 from autotune.study.space.file import parse_space
 from autotune.study.store.records import TrialRecord, enqueue_config, read_records
@@ -419,16 +417,10 @@ def test_on_a_gpu_every_dtype_runs_eager_before_the_first_compile_which_takes_th
 
     raw = {"amp_dtype": {"choices": ["fp32", "tf32", "bf16", "fp16"]},
            "compile": {"choices": ["none", "default"]}}
-    space = parse_space(raw, source="s.yaml", adapter=Fixed, device_type="cuda", cpus=16)
-    runner = FakeRunner(padded_gpt2)
-    settings = SearchSettings(adapter=tmp_path / "a.py", space_source="s.yaml", device="cuda",
-                              out=tmp_path / "out", storage=str(tmp_path / "study.db"),
-                              study_name="t", trials=5, seed=0, confirm=0)
-    Search(settings, space, Fixed, runner=runner, listener=QuietListener()).run()
-    ran = [(q.config.amp_dtype, q.config.compile) for q in runner.requests]
+    requests, study = fake_search(tmp_path, raw, Fixed, padded_gpt2, trials=5)
+    ran = [(q.config.amp_dtype, q.config.compile) for q in requests]
     assert ran == [("fp32", "none"), ("bf16", "none"), ("tf32", "none"), ("fp16", "none"),
                    ("tf32", "default")]
-    study = optuna.load_study(study_name="t", storage=f"sqlite:///{tmp_path / 'study.db'}")
     last = max(read_records(study), key=lambda r: r.number)
     assert last.compile_gains == {"default": pytest.approx(1.31)}
 
@@ -456,15 +448,7 @@ def fake_gpu_search(tmp_path: Path, adapter: type[Adapter], rates: Any, trials: 
                     ) -> tuple[list[Any], optuna.Study]:
     """A search of `adapter` over PADDED_RAW on a "cuda" device whose trials read `rates`:
     the requests it ran, and its study."""
-    space = parse_space(PADDED_RAW, source="s.yaml", adapter=adapter, device_type="cuda",
-                        cpus=16)
-    runner = FakeRunner(rates)
-    settings = SearchSettings(adapter=tmp_path / "a.py", space_source="s.yaml", device="cuda",
-                              out=tmp_path / "out", storage=str(tmp_path / "study.db"),
-                              study_name="t", trials=trials, seed=0, confirm=0)
-    Search(settings, space, adapter, runner=runner, listener=QuietListener()).run()
-    study = optuna.load_study(study_name="t", storage=f"sqlite:///{tmp_path / 'study.db'}")
-    return runner.requests, study
+    return fake_search(tmp_path, PADDED_RAW, adapter, rates, trials=trials)
 
 
 def test_padding_to_one_shape_is_found_though_it_trails_eager(tmp_path: Path) -> None:

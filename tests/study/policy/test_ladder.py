@@ -6,14 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import optuna
-from helpers import FakeRunner
+from helpers import fake_search
 
 from autotune import Adapter, Diagnosis, Status, TrainConfig, TrialResult, Verdict
-from autotune.outputs.display import QuietListener
 from autotune.study.policy.ladder import Ladder
-from autotune.study.search import Search, SearchSettings
-from autotune.study.space.file import parse_space
 from autotune.study.store.records import read_records
 
 BEST = TrainConfig(batch_size=64, amp_dtype="bf16", compile="default")
@@ -66,13 +62,7 @@ def test_after_the_loss_scope_wins_the_old_compiled_best_is_not_checked_again(
            "compile": {"choices": ["none", "default"]},
            "compile_scope": {"choices": ["model", "loss"]},
            "expandable_segments": {"choices": [False, True]}}
-    space = parse_space(raw, source="s.yaml", adapter=Gpt, device_type="cuda", cpus=16)
-    runner = FakeRunner(gpt_like)
-    settings = SearchSettings(adapter=tmp_path / "a.py", space_source="s.yaml", device="cuda",
-                              out=tmp_path / "out", storage=str(tmp_path / "study.db"),
-                              study_name="t", trials=16, seed=0, confirm=0)
-    Search(settings, space, Gpt, runner=runner, listener=QuietListener()).run()
-    study = optuna.load_study(study_name="t", storage=f"sqlite:///{tmp_path / 'study.db'}")
+    _, study = fake_search(tmp_path, raw, Gpt, gpt_like, trials=16)
     records = sorted(read_records(study), key=lambda r: r.number)
     scoped = next(r.number for r in records if r.config is not None
                   and r.config.compile_scope == "loss")
