@@ -186,7 +186,8 @@ class TrainConfig:
         if self.compile == "none":
             return None
         return (self.batch_size, self.grad_accum, self.amp_dtype, self.compile,
-                self.compile_scope, self.checkpoint, self.bucket_cap_mb, self.memory_format, self.sdpa_backend, self.params)
+                self.compile_scope, self.checkpoint, self.bucket_cap_mb, self.memory_format,
+                self.sdpa_backend, self.params)
 
     @property
     def alloc_conf(self) -> str:

@@ -218,8 +218,7 @@ class Objective:
         best = max((r.rate for r in ran), default=None)
         bounds = [(BATCH_SHARE_MARGIN * r.rate * config.batch_size / r.config.batch_size, r)
                   for r in ran
-                  if r.result.diagnosis is not None
-                  and r.result.diagnosis.verdict is Verdict.OVERHEAD
+                  if r.verdict is Verdict.OVERHEAD
                   and r.config.compile == config.compile
                   and r.config.compile_scope == config.compile_scope
                   and r.config.grad_accum >= config.grad_accum

@@ -179,8 +179,7 @@ class Search:
         start spent 18 s of 140 compiling a random config at 5.0k against the best's 8.1k)."""
         done = self.objective.finished()  # read once: the predicate runs for every draw
         best, _ = best_and_baseline(done)
-        diagnosis = best.result.diagnosis if best is not None and best.result else None
-        loader_bound = diagnosis is not None and diagnosis.verdict is Verdict.INPUT
+        loader_bound = best is not None and best.verdict is Verdict.INPUT
         fresh = unmeasured(
             self.space, seed=None if self.settings.seed is None else self.settings.seed + self.done(),
             new=lambda c: (self.objective.measured_before(c, done) is None

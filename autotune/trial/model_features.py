@@ -31,8 +31,8 @@ def apply_model_features(
     training and how many blocks were checkpointed. The trials and production
     (`TunedConfig.wrap_model`) both come through here, so what was measured is what runs.
     `compile_scope` "loss" leaves the model uncompiled: `compile_loss` compiles the loss that
-    calls it. `ddp` wraps the model for data-parallel training (`features.ddp.apply_ddp` with the DDP
-    knobs), or None in a single process.
+    calls it. `ddp` wraps the model for data-parallel training (`features.ddp.apply_ddp` with
+    the DDP knobs), or None in a single process.
     """
     # 0. The memory format first: DDP's buckets and compile's graph take the parameters'
     #    strides as they find them. In place: an optimizer built before keeps its parameters.

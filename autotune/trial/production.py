@@ -9,9 +9,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -21,9 +21,9 @@ from autotune.contract.errors import InputError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["TunedConfig", "load_config"]
+    from autotune.trial.features.compile import Loss
 
-Loss = TypeVar("Loss", bound=Callable[..., Any])
+__all__ = ["TunedConfig", "load_config"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -119,7 +119,7 @@ def test_a_space_must_hold_the_model_scope_and_an_adapter_with_its_loss_in_the_m
     from autotune import InputError
 
     raw = {"compile": {"choices": ["none", "default"]}, "compile_scope": {"choices": ["loss"]}}
-    with pytest.raises(InputError, match="key 'compile_scope' must include 'model'"):
+    with pytest.raises(InputError, match="key 'compile_scope' must include PyTorch's default 'model': a config compiled"):
         parse_space(raw, source="s.yaml", adapter=Eight, device_type="cpu", cpus=2)
 
     class InModel(Eight):

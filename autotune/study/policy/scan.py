@@ -5,12 +5,12 @@ Each step is eager (seconds a trial) and runs at the best eager config of its ti
 1. every amp dtype of the space (`eager.dtype_starts`);
 2. each value of the space's convolution knobs and of the adapter's own knobs, one knob at a
    time (`kernel_knob_starts`, `adapter_knob_starts`);
-3. the values of step 2 that read more than `GAIN` faster than the config they were set on,
-   all at once (`combined_start`): one knob at a time finds each gain, but the next leader carries only
-   the one that led. On a transformers GPT-2 padded per batch (H100, 2026-11-26) the scan read
-   vocab_multiple_of=64 at 1.08x and padding_mask=drop at 1.20x; the leader after it had the
-   mask dropped and the vocabulary unpadded, and the search confirmed 207k real tokens/s where
-   the same config with the vocabulary padded ran 243k.
+3. the values of step 2 that read more than `GAIN` faster than the config they were set on, all
+   at once (`combined_start`): one knob at a time finds each gain, but the next leader carries
+   only the one that led. On a transformers GPT-2 padded per batch (H100, 2026-11-26) the scan
+   read vocab_multiple_of=64 at 1.08x and padding_mask=drop at 1.20x; the leader after it had
+   the mask dropped and the vocabulary unpadded, and the search confirmed 207k real tokens/s
+   where the same config with the vocabulary padded ran 243k.
 
 The stage keeps its steps in memory: a resumed study scans again at its leader then.
 """
@@ -90,11 +90,6 @@ def _each_alone(space: SearchSpace, leader: TrainConfig, finished: Sequence[Tria
     return starts
 
 
-def _verdict(record: TrialRecord) -> Verdict | None:
-    diagnosis = record.result.diagnosis if record.result is not None else None
-    return diagnosis.verdict if diagnosis is not None else None
-
-
 def _value(config: TrainConfig, name: str) -> Any:
     return config.params[name] if name in config.params else getattr(config, name)
 
@@ -162,7 +157,7 @@ class DtypeStage:
         leader = max(eager, key=lambda r: r.rate)
         seen = {r.config for r in finished if r.result is not None}
         if not self.queued:
-            if _verdict(leader) is Verdict.INPUT and any(c not in seen for _, c in pending):
+            if leader.verdict is Verdict.INPUT and any(c not in seen for _, c in pending):
                 return []  # the loader is the limit and its climb goes on
             self.queued = True
             starts = dtype_starts(self.space, leader.config, finished, device=self.device)

@@ -91,8 +91,7 @@ def diagnosed_recipe(space: SearchSpace, recipe: TrainConfig, baseline: TrialRec
     after the recipe anyway, and each step skipped is a trial saved, a cold compile where the
     batch changes (GPT-2 on an H100: 34-42 s). A batch that does not fit is halved back from
     there (`_bisect`). Unchanged when the baseline was not diagnosed."""
-    diagnosis = baseline.result.diagnosis if baseline.result is not None else None
-    verdict = diagnosis.verdict if diagnosis is not None else None
+    verdict = baseline.verdict
     if verdict is Verdict.INPUT:
         workers = _free_workers(space, cpus)
         dtype = space.baseline.amp_dtype if device == "cuda" else recipe.amp_dtype
@@ -131,8 +130,7 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
             or best.result is None:
         return []
     config = best.config
-    diagnosis = best.result.diagnosis
-    verdict = diagnosis.verdict if diagnosis is not None else None
+    verdict = best.verdict
     if best.number != done.number:
         between = _bisect(space, done, best)
         if between is not None:
@@ -238,10 +236,11 @@ def _checks(space: SearchSpace, config: TrainConfig, device: str,
     """Whether the best config's own choices pay: each one undone (or done) alone.
 
     Compile first (the most at stake; not compiling an input-bound step); at a compiled best
-    the loader does not limit, the other compile scope and the other optimizer implementation. Then, on a GPU, choices
-    that cost host resources or memory but keep the compiled graph (each check a cache hit):
-    fewer loader workers when the step is not input-bound, pinning, the allocator's
-    expandable segments. A check that ties keeps the cheaper config in the confirmation."""
+    the loader does not limit, the other compile scope and the other optimizer implementation.
+    Then, on a GPU, choices that cost host resources or memory but keep the compiled graph
+    (each check a cache hit): fewer loader workers when the step is not input-bound, pinning,
+    the allocator's expandable segments. A check that ties keeps the cheaper config in the
+    confirmation."""
     checks = []
     compiles = space.values("compile")
     if config.compile != "none" and "none" in compiles:

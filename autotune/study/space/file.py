@@ -141,18 +141,15 @@ def parse_space(
             if cond.knob == knob.name:
                 raise InputError(f"{source}: key '{knob.name}.when': a knob cannot depend on itself")
     for knob in knobs:
-        if knob.active(base_values) and not knob.contains(base_values[knob.name]):
+        # A knob that applies only with a compile is not active at the baseline, but a config
+        # made compiled from an eager one carries its default all the same.
+        compiled = KNOB[knob.name].needs_compile
+        if (knob.active(base_values) or compiled) and not knob.contains(base_values[knob.name]):
             default = "null" if base_values[knob.name] is None else repr(base_values[knob.name])
+            why = ("a config compiled from an eager one has it" if compiled else
+                   "trial 0 measures the defaults as the baseline")
             raise InputError(
-                f"{source}: key '{knob.name}' must include PyTorch's default {default}: trial 0 "
-                "measures the defaults as the baseline"
-            )
-    for knob in knobs:
-        spec = KNOB[knob.name]
-        if spec.needs_compile and not knob.contains(spec.default):
-            # A config made compiled from an eager one carries the default.
-            raise InputError(f"{source}: key '{knob.name}' must include {spec.default!r}, what "
-                             "a config compiled from an eager one has")
+                f"{source}: key '{knob.name}' must include PyTorch's default {default}: {why}")
     if nproc == 1:  # validated above, but one process has no gradients to all-reduce
         knobs = [k for k in knobs if not KNOB[k.name].ddp]
     knobs += own

@@ -18,7 +18,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from autotune.contract.config import TrainConfig
-from autotune.contract.result import Status, TrialResult
+from autotune.contract.result import Status, TrialResult, Verdict
 
 __all__ = [
     "BASELINE", "CONFIRM", "FEASIBLE", "RECIPE", "WINNER", "MeasuredRecord", "TrialRecord",
@@ -78,6 +78,12 @@ class TrialRecord:
     @property
     def status(self) -> Status | None:
         return self.result.status if self.result is not None else None
+
+    @property
+    def verdict(self) -> Verdict | None:
+        """What its diagnosis found limiting the step (None: not diagnosed)."""
+        diagnosis = self.result.diagnosis if self.result is not None else None
+        return diagnosis.verdict if diagnosis is not None else None
 
     @property
     def ok(self) -> bool:
