@@ -767,12 +767,15 @@ def test_runs_are_costed_at_their_own_length_and_the_nearest_contender_is_not_cr
         tmp_path: Path) -> None:
     # A compiled leader's fresh runs take 40 s, the eager configs' 10 s: sized at the
     # leader's length, the eager contender nearest the leader gave way while a slower one ran
-    # (found in review). Each now costs its own: all fit, and the leader runs twice.
+    # (found in review). Each now costs its own: all fit, and the leader runs twice. (The
+    # leader's runs compile for 30 s of their 40: what an eager run pays is the other 10.)
     for seed in range(6):
         lengths = {5: 40.0, 3: 10.0, 4: 10.0, 6: 10.0, 0: 10.0}
         rates = {5: oks(300.0, 305.0), 3: oks(280.0), 4: oks(250.0), 6: oks(240.0),
                  0: oks(200.0)}
-        runner = ScriptedRunner({n: [r.replace(duration_seconds=lengths[n]) for r in rs]
+        runner = ScriptedRunner({n: [r.replace(duration_seconds=lengths[n],
+                                               compile_seconds=30.0 if n == 5 else None)
+                                     for r in rs]
                                  for n, rs in rates.items()})
         now = [0.0]
 
@@ -790,3 +793,32 @@ def test_runs_are_costed_at_their_own_length_and_the_nearest_contender_is_not_cr
                          on_result=timed)
         assert runner.count(5) == 2 and runner.count(3) == 1 and runner.count(0) == 1, \
             runner.order
+
+
+def test_configs_not_yet_run_cost_at_least_what_every_fresh_run_pays(tmp_path: Path) -> None:
+    # The quick start on a 2-CPU VM (2026-11-26 11:13): the leader's search trial ran 6.9 s
+    # (not converged), the others' 5.5-6.0 s; every fresh run took 11.6-13.2 s. Scaled by the
+    # leader's 12.75 / 6.9, the others looked like 10-11 s runs, all four first runs were
+    # started, and the leader's second run missed the deadline by a second. Costed at no
+    # less than the leader's fresh run, the slowest by the search gives way.
+    lengths = {2: 12.75, 0: 11.6, 3: 13.2, 4: 12.5}
+    for seed in range(6):
+        rates = {2: oks(8120.0, 8050.0), 4: oks(7820.0), 3: oks(7450.0), 0: oks(5120.0)}
+        runner = ScriptedRunner({n: [r.replace(duration_seconds=lengths[n]) for r in rs]
+                                 for n, rs in rates.items()})
+        now = [0.0]
+
+        def clock() -> float:
+            return now[0]
+
+        def timed(cand: Candidate, result: TrialResult) -> None:
+            now[0] += lengths[cand.trial]
+
+        cands = [cand(2, 7930.0, duration=6.9), cand(4, 7420.0, duration=5.7),
+                 cand(3, 7410.0, duration=5.5), cand(0, 5140.0, baseline=True, duration=6.0)]
+        run_confirmation(cands, adapter=Path("a.py"), device="cpu", runner=runner,
+                         out=tmp_path / str(seed), repeats=2, trial_timeout=300.0, seed=seed,
+                         measure=MeasureSettings(), deadline=61.7, clock=clock,
+                         on_result=timed)
+        assert runner.count(2) == 2 and runner.count(0) == 1, runner.order
+        assert runner.count(3) == 0, runner.order  # the slowest by the search gave way
