@@ -1,0 +1,51 @@
+"""versus.py's grid side: the grids' top configs, and the best of them as they ran side by side."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from helpers import REPO_ROOT
+
+from autotune.contract.config import TrainConfig
+
+
+def _versus():  # benchmarks/ is not a package: load the script by path
+    path = REPO_ROOT / "benchmarks" / "search" / "versus.py"
+    spec = importlib.util.spec_from_file_location("versus", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _grid(path: Path, cells: list[tuple[int, int, float | None]]) -> Path:
+    """A grid JSON of (batch_size, num_workers, rate) cells; rate None: out of memory."""
+    path.write_text(json.dumps({"cells": [
+        {"config": TrainConfig(batch_size=b, num_workers=w).to_dict(),
+         "result": {"status": "ok" if r else "oom", "throughput": r}} for b, w, r in cells]}))
+    return path
+
+
+def test_the_grid_top_spans_every_grid_and_counts_each_config_once(tmp_path: Path) -> None:
+    versus = _versus()
+    fixed = _grid(tmp_path / "fixed.json", [(64, 15, 13.9e3), (128, 15, 12.2e3), (64, 8, None)])
+    vary = _grid(tmp_path / "vary.json", [(256, 16, 10.5e3), (128, 15, 9.0e3), (64, 8, 1e3)])
+    top = versus.grid_top([fixed, vary], 3)
+    assert [(c.batch_size, c.num_workers, v) for c, v in top] == [
+        (64, 15, 13.9e3), (128, 15, 12.2e3), (256, 16, 10.5e3)]
+    assert versus.grid_optimum(fixed) == (TrainConfig(batch_size=64, num_workers=15), 13.9e3)
+
+
+def test_the_grid_best_is_the_highest_median_side_by_side_not_the_highest_cell() -> None:
+    versus = _versus()
+    lucky, steady = TrainConfig(batch_size=64, num_workers=15), TrainConfig(batch_size=128)
+    winner = TrainConfig(batch_size=256)
+    top = [(lucky, 13.9e3), (steady, 12.2e3), (winner, 10.5e3)]
+    values = {"winner": [10.6e3, 10.4e3, 10.5e3], "optimum": [9.7e3, 11.3e3, 10.1e3],
+              "grid-2": [10.9e3, 11.0e3, 10.8e3]}
+    best = versus._grid_best(top, winner, values, 10.5e3, "images")
+    assert best["grid_best_median"] == 10.9e3 and best["grid_best_config"] == steady.to_dict()
+    assert abs(best["ratio_to_grid_best"] - 10.5 / 10.9) < 1e-9
+    assert best["grid_top"][2]["runs"] == values["winner"]  # the winner's config ran as winner
