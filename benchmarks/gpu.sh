@@ -114,7 +114,10 @@ versus_job() {  # ADAPTER [RUNS] [CONFIG] [GRID] [versus.py flags...]: GRID defa
   # call's grid of ADAPTER ($OUT/grid-ADAPTER.json) when there is one, else the committed one
   local name=$1 runs=${2:-2} best grid=${4:-} key=$1
   best=$(config_of "$name" "${3:-}")
-  case "${3:-}" in @?*) key=$name-${3#@} ;; esac
+  case "${3:-}" in  # a search's folder names the output: two winners of one adapter apart
+    @?*) key=$name-${3#@} ;;
+    */best.yaml) key=$(basename "$(dirname "$3")") ;;
+  esac
   if [ -z "$grid" ]; then
     grid=results/h100/grids/$name.json; [ -f "$OUT/grid-$name.json" ] && grid=$OUT/grid-$name.json
   fi
