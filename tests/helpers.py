@@ -5,6 +5,7 @@ behind."""
 from __future__ import annotations
 
 import csv
+import importlib.util
 import os
 import signal
 import subprocess
@@ -28,6 +29,16 @@ from autotune.contract.request import TrialRequest  # noqa: E402 -- needs the pa
 from autotune.contract.result import Status, TrialResult  # noqa: E402
 from autotune.study.execution.protocol import RunnerBase  # noqa: E402
 from autotune.study.store.records import TrialRecord  # noqa: E402
+
+
+def benchmark_script(relative: str) -> Any:
+    """A script under benchmarks/ (not a package) loaded as a module, by its path."""
+    path = REPO_ROOT / "benchmarks" / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_autotune(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:

@@ -3,27 +3,17 @@ grid in simulated time: deterministic, seconds of CPU, and every policy finds th
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
 
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, benchmark_script
 
 GRID = REPO_ROOT / "tests" / "data" / "grid-cpu.json"
 
 
-def _replay_module():  # benchmarks/ is not a package: load the script by path
-    path = REPO_ROOT / "benchmarks" / "search" / "replay.py"
-    spec = importlib.util.spec_from_file_location("replay", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_replay_is_deterministic_and_every_policy_reaches_the_optimum(tmp_path: Path) -> None:
-    replay = _replay_module()
+    replay = benchmark_script("search/replay.py")
     first, second = tmp_path / "a.json", tmp_path / "b.json"
     assert replay.main([str(GRID), "--seeds", "3", "--json", str(first)]) == 0
     assert replay.main([str(GRID), "--seeds", "3", "--json", str(second)]) == 0
@@ -38,7 +28,7 @@ def test_replay_is_deterministic_and_every_policy_reaches_the_optimum(tmp_path: 
 
 
 def test_grid_runner_charges_a_pruned_trial_only_what_ran() -> None:
-    replay = _replay_module()
+    replay = benchmark_script("search/replay.py")
     grid = replay.load_grid(GRID)
     clock = replay.SimClock()
     runner = replay.GridRunner(grid["cells"], clock)

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
-from helpers import REPO_ROOT
+from helpers import benchmark_script
 
 from autotune.contract.config import TrainConfig
-
-
-def _versus():  # benchmarks/ is not a package: load the script by path
-    path = REPO_ROOT / "benchmarks" / "search" / "versus.py"
-    spec = importlib.util.spec_from_file_location("versus", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _grid(path: Path, cells: list[tuple[int, int, float | None]]) -> Path:
@@ -29,7 +19,7 @@ def _grid(path: Path, cells: list[tuple[int, int, float | None]]) -> Path:
 
 
 def test_the_grid_top_spans_every_grid_and_counts_each_config_once(tmp_path: Path) -> None:
-    versus = _versus()
+    versus = benchmark_script("search/versus.py")
     fixed = _grid(tmp_path / "fixed.json", [(64, 15, 13.9e3), (128, 15, 12.2e3), (64, 8, None)])
     vary = _grid(tmp_path / "vary.json", [(256, 16, 10.5e3), (128, 15, 9.0e3), (64, 8, 1e3)])
     top = versus.grid_top([fixed, vary], 3)
@@ -39,7 +29,7 @@ def test_the_grid_top_spans_every_grid_and_counts_each_config_once(tmp_path: Pat
 
 
 def test_the_grid_best_is_the_highest_median_side_by_side_not_the_highest_cell() -> None:
-    versus = _versus()
+    versus = benchmark_script("search/versus.py")
     lucky, steady = TrainConfig(batch_size=64, num_workers=15), TrainConfig(batch_size=128)
     winner = TrainConfig(batch_size=256)
     top = [(lucky, 13.9e3), (steady, 12.2e3), (winner, 10.5e3)]

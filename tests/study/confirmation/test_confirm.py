@@ -3,6 +3,8 @@ reported; and one real small study in this process that confirms its leaders."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import dataclasses
 import random
 from pathlib import Path
@@ -230,6 +232,20 @@ def cand(number: int, search: float, *, baseline: bool = False, duration: float 
          **changes: Any) -> Candidate:
     return Candidate(trial=number, config=TrainConfig(batch_size=8).replace(**changes),
                      search_throughput=search, duration_seconds=duration, baseline=baseline)
+
+
+def timed_confirmation(tmp_path: Path, cands: list[Candidate], runner: Any, *,
+                       lengths: dict[int, float], deadline: float, seed: int) -> None:
+    """run_confirmation on a simulated clock: each run moves it on by its trial's length."""
+    now = [0.0]
+
+    def timed(cand: Candidate, result: TrialResult) -> None:
+        now[0] += lengths[cand.trial]
+
+    run_confirmation(cands, adapter=Path("a.py"), device="cpu", runner=runner,
+                     out=tmp_path / str(seed), repeats=2, trial_timeout=300.0, seed=seed,
+                     measure=MeasureSettings(), deadline=deadline, clock=lambda: now[0],
+                     on_result=timed)
 
 
 def test_a_short_confirmation_drops_the_slowest_so_that_the_leader_runs_twice() -> None:
@@ -719,19 +735,9 @@ def test_every_round_under_a_deadline_runs_the_leader_first(tmp_path: Path) -> N
     # make confidence high. Whatever the shuffle, round 2 starts with the leader.
     for seed in range(8):
         runner = ScriptedRunner({3: oks(300.0, 305.0), 5: oks(290.0, 296.0), 0: oks(100.0)})
-        now = [0.0]
-
-        def clock() -> float:
-            return now[0]
-
-        def timed(cand: Candidate, result: TrialResult) -> None:
-            now[0] += 30.0
-
         cands = [cand(5, 310.0), cand(3, 300.0), cand(0, 100.0, baseline=True)]
-        run_confirmation(cands, adapter=Path("a.py"), device="cpu", runner=runner,
-                         out=tmp_path / str(seed), repeats=2, trial_timeout=300.0, seed=seed,
-                         measure=MeasureSettings(), deadline=125.0, clock=clock,
-                         on_result=timed)
+        timed_confirmation(tmp_path, cands, runner, lengths=defaultdict(lambda: 30.0),
+                           deadline=125.0, seed=seed)
         assert runner.order[0] == 5  # the search's leader first
         assert runner.order[3] == 3  # then the fresh runs' leader: 300 beat 290
         assert len(runner.order) == 4
@@ -745,20 +751,10 @@ def test_a_config_far_behind_gives_way_to_the_leaders_second_run(tmp_path: Path)
         rates = {2: oks(8280.0, 8350.0), 3: oks(8100.0), 1: oks(5800.0), 0: oks(5300.0)}
         runner = ScriptedRunner({n: [r.replace(duration_seconds=11.0) for r in rs]
                                  for n, rs in rates.items()})
-        now = [0.0]
-
-        def clock() -> float:
-            return now[0]
-
-        def timed(cand: Candidate, result: TrialResult) -> None:
-            now[0] += 11.0
-
         cands = [cand(2, 8210.0), cand(3, 8000.0), cand(1, 5640.0),
                  cand(0, 5240.0, baseline=True)]
-        run_confirmation(cands, adapter=Path("a.py"), device="cpu", runner=runner,
-                         out=tmp_path / str(seed), repeats=2, trial_timeout=300.0, seed=seed,
-                         measure=MeasureSettings(), deadline=47.0, clock=clock,
-                         on_result=timed)
+        timed_confirmation(tmp_path, cands, runner, lengths=defaultdict(lambda: 11.0),
+                           deadline=47.0, seed=seed)
         assert runner.count(2) == 2 and runner.count(0) == 1, runner.order
         assert runner.count(1) == 0  # the slowest by the search gave way
 
@@ -777,20 +773,10 @@ def test_runs_are_costed_at_their_own_length_and_the_nearest_contender_is_not_cr
                                                compile_seconds=30.0 if n == 5 else None)
                                      for r in rs]
                                  for n, rs in rates.items()})
-        now = [0.0]
-
-        def clock() -> float:
-            return now[0]
-
-        def timed(cand: Candidate, result: TrialResult) -> None:
-            now[0] += lengths[cand.trial]
-
         cands = [cand(5, 300.0, duration=40.0, compile="default"), cand(3, 290.0),
                  cand(4, 250.0), cand(6, 240.0), cand(0, 200.0, baseline=True)]
-        run_confirmation(cands, adapter=Path("a.py"), device="cpu", runner=runner,
-                         out=tmp_path / str(seed), repeats=2, trial_timeout=300.0, seed=seed,
-                         measure=MeasureSettings(), deadline=140.0, clock=clock,
-                         on_result=timed)
+        timed_confirmation(tmp_path, cands, runner, lengths=lengths,
+                           deadline=140.0, seed=seed)
         assert runner.count(5) == 2 and runner.count(3) == 1 and runner.count(0) == 1, \
             runner.order
 
@@ -806,19 +792,9 @@ def test_configs_not_yet_run_cost_at_least_what_every_fresh_run_pays(tmp_path: P
         rates = {2: oks(8120.0, 8050.0), 4: oks(7820.0), 3: oks(7450.0), 0: oks(5120.0)}
         runner = ScriptedRunner({n: [r.replace(duration_seconds=lengths[n]) for r in rs]
                                  for n, rs in rates.items()})
-        now = [0.0]
-
-        def clock() -> float:
-            return now[0]
-
-        def timed(cand: Candidate, result: TrialResult) -> None:
-            now[0] += lengths[cand.trial]
-
         cands = [cand(2, 7930.0, duration=6.9), cand(4, 7420.0, duration=5.7),
                  cand(3, 7410.0, duration=5.5), cand(0, 5140.0, baseline=True, duration=6.0)]
-        run_confirmation(cands, adapter=Path("a.py"), device="cpu", runner=runner,
-                         out=tmp_path / str(seed), repeats=2, trial_timeout=300.0, seed=seed,
-                         measure=MeasureSettings(), deadline=61.7, clock=clock,
-                         on_result=timed)
+        timed_confirmation(tmp_path, cands, runner, lengths=lengths,
+                           deadline=61.7, seed=seed)
         assert runner.count(2) == 2 and runner.count(0) == 1, runner.order
         assert runner.count(3) == 0, runner.order  # the slowest by the search gave way
