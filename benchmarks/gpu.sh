@@ -13,8 +13,9 @@
 #       benchmarks/grids/BOUND.yaml: $OUT/grid-ADAPTER.{json,log} (a BOUND ending in -vary:
 #       every batch factor, --vary-global-batch, $OUT/grid-ADAPTER-vary.*)
 #   (CONFIG "-" is results/h100/search/ADAPTER/best.yaml, "@" this call's search of ADAPTER)
-#   fidelity ADAPTER [CONFIG|-] [REPEATS=3] [WARMUP=30] [SECONDS=60]   benchmarks/measurement/
-#       fidelity.py; CONFIG "-" is results/h100/search/ADAPTER/best.yaml: $OUT/ADAPTER-fidelity.*
+#   fidelity ADAPTER [CONFIG|-] [REPEATS=3] [WARMUP=30] [SECONDS=60] [flags]  benchmarks/
+#       measurement/fidelity.py (flags: e.g. --long-runs 2); CONFIG "-" is
+#       results/h100/search/ADAPTER/best.yaml: $OUT/ADAPTER-fidelity.*
 #   versus ADAPTER [RUNS=2] [CONFIG] [GRID] [flags]  benchmarks/search/versus.py: CONFIG (as
 #       below; "@TAG" is this call's search ADAPTER:TAG) against GRID's optimum (this call's
 #       grid of ADAPTER, else results/h100/grids/ADAPTER.json): $OUT/versus-ADAPTER[-TAG].*
@@ -102,12 +103,14 @@ grid_job() {  # ADAPTER:BOUND[:CAP] ...: a BOUND ending in -vary keeps every bat
   done
 }
 
-fidelity_job() {  # ADAPTER [CONFIG] [REPEATS] [WARMUP] [SECONDS]
-  local name=$1
+fidelity_job() {  # ADAPTER [CONFIG] [REPEATS] [WARMUP] [SECONDS] [fidelity.py flags...]
+  local name=$1 config repeats=${3:-3} warmup=${4:-30} seconds=${5:-60}
+  config=$(config_of "$name" "${2:-}")
+  shift $(( $# < 5 ? $# : 5 ))
   run "$OUT/$name-fidelity.log" 8 "$(left "$LIMIT")" env $(adapter_env "$name") \
     python3 $here/measurement/fidelity.py --adapter "adapters/$name.py" \
-    --config "$(config_of "$name" "${2:-}")" --repeats "${3:-3}" --warmup "${4:-30}" \
-    --seconds "${5:-60}" --json "$OUT/$name-fidelity.json"
+    --config "$config" --repeats "$repeats" --warmup "$warmup" \
+    --seconds "$seconds" --json "$OUT/$name-fidelity.json" "$@"
 }
 
 versus_job() {  # ADAPTER [RUNS] [CONFIG] [GRID] [versus.py flags...]: GRID defaults to this

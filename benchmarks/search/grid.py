@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import yaml  # noqa: E402
 
 from autotune.adapter import load_adapter  # noqa: E402
-from autotune.contract.config import KNOBS  # noqa: E402
+from autotune.contract.config import KNOBS, TrainConfig  # noqa: E402
 from autotune.contract.files import atomic_write_text  # noqa: E402
 from autotune.contract.host import available_cpus  # noqa: E402
 from autotune.contract.request import MeasureSettings, TrialRequest, known_incompatible  # noqa: E402
@@ -78,7 +78,10 @@ def main() -> int:
     if args.resume and args.out.is_file():
         old = json.loads(args.out.read_text())
         doc["fingerprint"] = old.get("fingerprint")
-        done = {json.dumps(c["config"], sort_keys=True): c for c in old["cells"]}
+        # Keyed as this code writes a config: a grid recorded before a knob was added (its
+        # cells lack the key) resumed by measuring every cell again.
+        done = {json.dumps(TrainConfig(**c["config"]).to_dict(), sort_keys=True): c
+                for c in old["cells"]}
     oom_at: dict[str, int] = {}
     start = time.monotonic()
     args.out.parent.mkdir(parents=True, exist_ok=True)
