@@ -18,7 +18,8 @@
 #       results/h100/search/ADAPTER/best.yaml: $OUT/ADAPTER-fidelity.*
 #   versus ADAPTER [RUNS=2] [CONFIG] [GRID] [flags]  benchmarks/search/versus.py: CONFIG (as
 #       below; "@TAG" is this call's search ADAPTER:TAG) against GRID's optimum (this call's
-#       grid of ADAPTER, else results/h100/grids/ADAPTER.json): $OUT/versus-ADAPTER[-TAG].*
+#       grid of ADAPTER, else results/h100/grids/ADAPTER.json): $OUT/versus-ADAPTER[-TAG].* (a
+#       CONFIG path .../NAME/best.yaml: $OUT/versus-NAME.*)
 #   lab ADAPTER [CONFIG|-] [REPEATS=2] [MEASURE_SECONDS=8]   autotune lab: $OUT/ADAPTER-lab/
 #   profile ADAPTER [CONFIG|-|""] [FLAGS...]  autotune profile --tensorboard on CUDA; CONFIG "-"
 #       (or none) is results/h100/search/ADAPTER/best.yaml, "" is none (then e.g. --compare
@@ -119,7 +120,7 @@ versus_job() {  # ADAPTER [RUNS] [CONFIG] [GRID] [versus.py flags...]: GRID defa
   best=$(config_of "$name" "${3:-}")
   case "${3:-}" in  # a search's folder names the output: two winners of one adapter apart
     @?*) key=$name-${3#@} ;;
-    */best.yaml) key=$(basename "$(dirname "$3")") ;;
+    */best.yaml) key=$(basename "$(dirname "$3")"); [ "$key" = . ] && key=$name ;;
   esac
   if [ -z "$grid" ]; then
     grid=results/h100/grids/$name.json; [ -f "$OUT/grid-$name.json" ] && grid=$OUT/grid-$name.json

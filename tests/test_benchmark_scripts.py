@@ -26,7 +26,8 @@ def _grid(path: Path, cells: list[tuple[int, int, float | None]]) -> Path:
 def test_the_grid_top_spans_every_grid_and_counts_each_config_once(tmp_path: Path) -> None:
     versus = benchmark_script("search/versus.py")
     fixed = _grid(tmp_path / "fixed.json", [(64, 15, 13.9e3), (128, 15, 12.2e3), (64, 8, None)])
-    vary = _grid(tmp_path / "vary.json", [(256, 16, 10.5e3), (128, 15, 9.0e3), (64, 8, 1e3)])
+    # (128, 15) again, faster than the third: counted twice, it would take the third place.
+    vary = _grid(tmp_path / "vary.json", [(256, 16, 10.5e3), (128, 15, 12.0e3), (64, 8, 1e3)])
     top = versus.grid_top([fixed, vary], 3)
     assert [(c.batch_size, c.num_workers, v) for c, v in top] == [
         (64, 15, 13.9e3), (128, 15, 12.2e3), (256, 16, 10.5e3)]
@@ -72,3 +73,20 @@ def test_the_long_run_applies_best_yaml_as_the_docs_say(tmp_path: Path, monkeypa
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["steps"] > 0 and out["throughput"] > 0
     assert {"optimizer", "wrap_model", "wrap_loss", "to_device", "sdpa_kernel"} <= set(called)
+
+
+def test_a_top_config_with_no_ok_run_is_left_out_of_the_grid_best() -> None:
+    # The lucky top cell is the config most likely to fail or crawl fresh: the best of the
+    # others still stands, and says so.
+    versus = benchmark_script("search/versus.py")
+    lucky, steady = TrainConfig(batch_size=64, num_workers=15), TrainConfig(batch_size=128)
+    winner = TrainConfig(batch_size=256)
+    best = versus._grid_best([(lucky, 13.9e3), (steady, 12.2e3)], winner,
+                             {"winner": [10.5e3, 10.4e3], "optimum": [], "grid-2": [10.0e3]},
+                             10.45e3, "images")
+    assert best["grid_best_config"] == steady.to_dict()
+    assert [t["median"] for t in best["grid_top"]] == [None, 10.0e3]
+    assert versus._grid_best([(lucky, 13.9e3), (steady, 12.2e3)], winner,
+                             {"winner": [10.5e3]}, 10.5e3, "images") == {
+        "grid_top": [{"config": lucky.to_dict(), "cell": 13.9e3, "runs": [], "median": None},
+                     {"config": steady.to_dict(), "cell": 12.2e3, "runs": [], "median": None}]}

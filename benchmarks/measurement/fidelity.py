@@ -5,8 +5,9 @@
 
 Runs the tool's trial measurement `--repeats` times (fresh processes, exactly as a search trial
 measures) and `benchmarks/measurement/long_run.py` `--long-runs` times for `--seconds` under
-`autotune apply` (a plain loop with no autotune measurement code), alternating (estimate, long
-run, estimate, ...: a host whose rate drifts between calls drifts on both alike), and prints the
+`autotune apply` (a plain loop with no autotune measurement code), the i-th long run right after
+the i-th estimate (3 and 3: E L E L E L; a host whose rate drifts between calls drifts on both
+alike; 3 and 1: E L E E), and prints the
 relative error of the median estimate against the median long run and the repeat-to-repeat
 spread of the estimates. Writes a JSON file when --json is given. On the H100 host an
 input-bound config's rate moved 8.9k -> 10.1k images/s within 20 minutes; with one long run
@@ -44,6 +45,8 @@ def main() -> int:
     p.add_argument("--long-runs", type=int, default=1, help="long runs, between the estimates")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
+    if args.repeats < 1 or args.long_runs < 1:
+        p.error("--repeats and --long-runs must be at least 1")
 
     config = autotune.load_config(args.config)
     unit = autotune.load_adapter(args.adapter).unit
@@ -71,10 +74,9 @@ def main() -> int:
                 longs.append(run)
                 print(f"long run {i + 1}/{args.long_runs}: {run['throughput']:,.0f} {unit}/s over "
                       f"{run['seconds']:.0f} s ({run['steps']} steps)", flush=True)
-    reference = longs[0] if len(longs) == 1 else {
-        "throughput": statistics.median(r["throughput"] for r in longs),
-        "runs": longs, "seconds": sum(r["seconds"] for r in longs),
-        "steps": sum(r["steps"] for r in longs)}
+    reference = {"throughput": statistics.median(r["throughput"] for r in longs), "runs": longs,
+                 "seconds": sum(r["seconds"] for r in longs),
+                 "steps": sum(r["steps"] for r in longs)}
     values = [r.throughput for r in estimates]
     median = statistics.median(values)
     error = (median - reference["throughput"]) / reference["throughput"]

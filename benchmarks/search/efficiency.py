@@ -5,8 +5,8 @@
         [--append results/h100/search-efficiency.json]
 
 `--versus` adds the side-by-side figures of `versus.py` (the winner and the optimum's config in
-alternating fresh runs); when versus.py ran the grid's top configs (`--grid-top`), the optimum
-is the highest median among them and the ratio the winner's median in the same run over it. Without `--grid` the optimum is the config versus.py ran against (a
+alternating fresh runs). When versus.py ran the grid's top configs (its `--grid-top`), the
+optimum is the highest median among them, and the ratio the winner's median in that run over it. Without `--grid` the optimum is the config versus.py ran against (a
 space with no grid: the best config known, measured side by side).
 
 Reads the search's study (through its output folder) and best.yaml, and the grid measured on
@@ -61,7 +61,7 @@ def summarize(search: Path, grid: Path | None, bound: str, budget: float,
             versus["optimum_config"]
     else:
         raise ValueError("need a grid, or a versus.py JSON whose optimum ran (optimum_median)")
-    if versus is not None and "ratio" not in versus:
+    if versus is not None and "ratio" not in versus and not versus.get("grid_best_median"):
         raise ValueError("the versus.py JSON holds no comparison (a call cut short, or a config "
                          "with no ok run): complete it from its 'runs' first")
     ratio = best["throughput"]["value"] / optimum
@@ -72,14 +72,15 @@ def summarize(search: Path, grid: Path | None, bound: str, budget: float,
         # short window, and the highest of many is as often the luckiest as the fastest.
         optimum, optimum_config = versus["grid_best_median"], versus["grid_best_config"]
         ratio = versus["ratio_to_grid_best"]
+        ran = sum(1 for t in versus["grid_top"] if t.get("median"))
         optimum_from = (f"the highest median of grid {versus['grid']}'s top "
-                        f"{len(versus['grid_top'])} configs, run side by side with the winner "
+                        f"{ran} configs, run side by side with the winner "
                         "(versus.py --grid-top); ratio: the winner's median there over it")
     fp = best["provenance"]
     side = None if versus is None else {
         "winner_runs": [round(v, 1) for v in versus.get("winner_runs", [])],
         "optimum_runs": [round(v, 1) for v in versus.get("optimum_runs", [])],
-        "ratio": round(versus["ratio"], 4),
+        "ratio": round(versus["ratio"], 4) if "ratio" in versus else None,
         "optimum_config": versus["optimum_config"],
         "date": versus.get("date"),
     }

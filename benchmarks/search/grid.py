@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -78,10 +79,7 @@ def main() -> int:
     if args.resume and args.out.is_file():
         old = json.loads(args.out.read_text())
         doc["fingerprint"] = old.get("fingerprint")
-        # Keyed as this code writes a config: a grid recorded before a knob was added (its
-        # cells lack the key) resumed by measuring every cell again.
-        done = {json.dumps(TrainConfig(**c["config"]).to_dict(), sort_keys=True): c
-                for c in old["cells"]}
+        done = _kept_cells(old["cells"])
     oom_at: dict[str, int] = {}
     start = time.monotonic()
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -116,6 +114,20 @@ def main() -> int:
     finally:
         runner.close()
     return 0
+
+
+def _kept_cells(cells: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A grid's cells keyed, and written back, as this code writes a config: a grid recorded
+    before a knob was added (its cells lack the key) resumed by measuring every cell again. A
+    cell whose config names a knob that no longer exists is left to be measured again."""
+    kept = {}
+    for cell in cells:
+        try:
+            config = TrainConfig(**cell["config"]).to_dict()
+        except (TypeError, ValueError):
+            continue
+        kept[json.dumps(config, sort_keys=True)] = cell | {"config": config}
+    return kept
 
 
 if __name__ == "__main__":

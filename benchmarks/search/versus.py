@@ -13,14 +13,16 @@ machine; their ratio mixes the search's choice with the drift between the runs. 
 winner's config and the grid's optimum config alternately (A B A B ...), each time in a fresh
 process exactly as a confirmation run measures, and reports each one's median and the ratio of
 the medians, with the lowest and highest ratio of one run against the other's median. When the
-grid's optimum is the winner's own config, the ratio is 1 by definition and nothing is run.
+grid's optimum is the winner's own config and nothing else is to run, the ratio is 1 by
+definition and nothing is run.
 
 `--grid-top K` runs the grid's K fastest configs (over every `--grid` given: a space whose
 batch may vary holds the fixed batch's grid too), not its fastest alone. A grid cell is one
 search trial's short window, and the highest of many such reads is the luckiest as often as
 the fastest: an H100 input-bound grid's top cell read 13.9k images/s with windows 71% apart,
 and its config ran 9.7-11.3k fresh. `grid_best` is then the highest median of those K configs
-run side by side, and `ratio_to_grid_best` the winner's median over it.
+run side by side (a config with no ok run left out, and said), and `ratio_to_grid_best` the
+winner's median over it; recorded even when the top cell's own config had no ok run.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ def grid_top(paths: list[Path], k: int) -> list[tuple[TrainConfig, float]]:
     """The `k` fastest distinct configs of the grids' ok cells, with their cells' rates."""
     ok = [c for path in paths for c in json.loads(path.read_text())["cells"]
           if c["result"]["status"] == "ok" and c["result"]["throughput"]]
+    if not ok:
+        raise SystemExit(f"{', '.join(map(str, paths))}: no cell ran ok; nothing to compare with")
     top: dict[TrainConfig, float] = {}
     for cell in sorted(ok, key=lambda c: -c["result"]["throughput"]):
         config = TrainConfig(**cell["config"])
@@ -78,19 +82,17 @@ def main(argv: list[str] | None = None) -> int:
         p.error("give --grid, or --against with the config that stands for the optimum")
 
     winner = autotune.load_config(args.best).config
-    others = []
+    top = grid_top(args.grid, max(1, args.grid_top)) if args.grid is not None else []
+    # The grid's next fastest, each once (the winner's own config runs as "winner").
+    grids = [(f"grid-{i + 2}", c) for i, (c, _) in enumerate(top[1:]) if c != winner]
+    others: list[tuple[str, TrainConfig]] = []
     for path in args.against:  # names as the rotation prints them, each once
-        name = path.stem if path.stem not in ("winner", "optimum") else f"{path.stem}-file"
-        taken = {n for n, _ in others}
+        taken = {"winner", "optimum"} | {n for n, _ in grids + others}
         name = next(n for i in range(len(taken) + 2)
-                    if (n := name if not i else f"{name}-{i + 1}") not in taken)
+                    if (n := path.stem if not i else f"{path.stem}-{i + 1}") not in taken)
         others.append((name, autotune.load_config(path).config))
-    top: list[tuple[TrainConfig, float]] = []
-    if args.grid is not None:
-        top = grid_top(args.grid, max(1, args.grid_top))
-        (optimum, grid_value) = top[0]
-        # The grid's next fastest, each once (the winner's own config runs as "winner").
-        others = [(f"grid-{i + 2}", c) for i, (c, _) in enumerate(top[1:]) if c != winner] + others
+    if top:
+        (optimum, grid_value), others = top[0], grids + others
     else:
         (_, optimum), others, grid_value = others[0], others[1:], None
     unit = autotune.load_adapter(args.adapter).unit
@@ -136,18 +138,21 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"VERSUS {name}: {statistics.median(values[name]):,.0f} {unit}/s, the "
                       f"winner {statistics.median(values['winner']) / statistics.median(values[name]):.3f}x "
                       f"({config.describe()})")
-        if not values["winner"] or not values["optimum"]:
-            print("no comparison: a config had no ok run", file=sys.stderr)
+        w = statistics.median(values["winner"]) if values["winner"] else None
+        if w is not None and len(top) > 1:  # the best of the grid's top, whichever ran
+            summary.update(winner_runs=values["winner"], winner_median=w,
+                           **_grid_best(top, winner, values, w, unit))
+        if w is None or not values["optimum"]:
+            print("no comparison with the grid's optimum config: a config had no ok run",
+                  file=sys.stderr)
             if args.json is not None:
                 args.json.write_text(json.dumps(summary | {"runs": values}, indent=1))
-            return 1
-        w, o = statistics.median(values["winner"]), statistics.median(values["optimum"])
+            return 0 if "grid_best_median" in summary else 1
+        o = statistics.median(values["optimum"])
         summary.update(
             winner_runs=values["winner"], optimum_runs=values["optimum"],
             winner_median=w, optimum_median=o, ratio=w / o,
             ratio_low=min(values["winner"]) / o, ratio_high=max(values["winner"]) / o)
-        if len(top) > 1:
-            summary.update(_grid_best(top, winner, values, w, unit))
         print(f"VERSUS {Path(args.adapter).stem}: winner {w:,.0f} vs grid optimum config "
               f"{o:,.0f} {unit}/s side by side: ratio {w / o:.3f} "
               f"(runs {min(values['winner']) / o:.3f}-{max(values['winner']) / o:.3f})")
@@ -169,9 +174,16 @@ def _grid_best(top: list[tuple[TrainConfig, float]], winner: TrainConfig,
         runs = values["winner"] if config == winner else values.get(name, [])
         ran.append({"config": config.to_dict(), "cell": cell, "runs": runs,
                     "median": statistics.median(runs) if runs else None})
-    best = max((r for r in ran if r["median"]), key=lambda r: r["median"])
-    print(f"VERSUS grid top {len(top)}: best median {best['median']:,.0f} {unit}/s (its cell "
-          f"{best['cell']:,.0f}); the winner {w / best['median']:.3f}x")
+    for r in ran:
+        if r["median"] is None:
+            print(f"VERSUS grid top: no ok run of {TrainConfig(**r['config']).describe()} (its "
+                  f"cell {r['cell']:,.0f}): left out of the grid's best")
+    measured = [r for r in ran if r["median"]]
+    if not measured:
+        return {"grid_top": ran}
+    best = max(measured, key=lambda r: r["median"])
+    print(f"VERSUS grid top {len(measured)} of {len(top)}: best median {best['median']:,.0f} "
+          f"{unit}/s (its cell {best['cell']:,.0f}); the winner {w / best['median']:.3f}x")
     return {"grid_top": ran, "grid_best_median": best["median"],
             "grid_best_config": best["config"], "ratio_to_grid_best": w / best["median"]}
 

@@ -164,7 +164,7 @@ def _crowded_out(lead: Candidate, rest: Sequence[Candidate], runs: dict[int, lis
     the time `left` cannot pay for beside the runs a verdict needs: the baseline's and the
     leader's up to `repeats`. Each run is costed at its config's own fresh runs, else at its
     search trial scaled as the fresh runs so far compare with theirs, and never below what
-    every fresh run pays whatever its config (`_fixed_seconds`). The plan before the
+    every fresh run pays whatever its config (`_least_fresh_seconds`). The plan before the
     confirmation sizes runs from the search's trials, and a fresh run costs more: on a 2-CPU
     VM forked trials of 3-6 s, fresh runs of 11 s, and a 0.69x config took the time of the
     leader's second run (quick start, 2026-11-26). Scaled alone, a leader whose search trial
@@ -178,7 +178,7 @@ def _crowded_out(lead: Candidate, rest: Sequence[Candidate], runs: dict[int, lis
               if n in by_trial and _expected_seconds(done) and searched_seconds(by_trial[n])]
     if not scales:
         return []  # no fresh run of these timed yet: the plan's estimate stands
-    fixed = _fixed_seconds(runs)
+    fixed = _least_fresh_seconds(runs)
 
     def cost(c: Candidate) -> float:
         own = _expected_seconds(runs[c.trial])
@@ -216,11 +216,13 @@ def _leader(round_: Sequence[Candidate], runs: dict[int, list[TrialResult]]) -> 
     return next(c for c in round_ if c.trial == now.trial)
 
 
-def _fixed_seconds(runs: dict[int, list[TrialResult]]) -> float:
+def _least_fresh_seconds(runs: dict[int, list[TrialResult]]) -> float:
     """What any fresh run has cost so far without its compile: the least of the ok runs'
     seconds less their compile seconds. A fresh run pays the process's start-up, the dataset
     and the measurement window whatever its config; on a 2-CPU VM these are most of it (11.6-
-    13.2 s for configs whose search trials took 5-7 s)."""
+    13.2 s for configs whose search trials took 5-7 s). Until a second config has run it is
+    the leader's run alone: the cautious side (a config gives way rather than the leader's
+    second run missing the deadline)."""
     seconds = [r.duration_seconds - (r.compile_seconds or 0.0) for done in runs.values()
                for r in done if r.status is Status.OK and r.duration_seconds]
     return max(0.0, min(seconds)) if seconds else 0.0

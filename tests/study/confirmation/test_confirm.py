@@ -3,10 +3,9 @@ reported; and one real small study in this process that confirms its leaders."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import dataclasses
 import random
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
