@@ -184,8 +184,7 @@ def _crowded_out(lead: Candidate, rest: Sequence[Candidate], runs: dict[int, lis
         own = _expected_seconds(runs[c.trial])
         if own:
             return own
-        warm = min(c.compile_seconds, WARM_COMPILE_SECONDS) if c.config.compile != "none" else 0.0
-        return max(searched_seconds(c) * statistics.median(scales), fixed + warm)
+        return max(searched_seconds(c) * statistics.median(scales), fixed + _warm_compile(c))
 
     owed = max(0, repeats - sum(r.status is Status.OK for r in runs[lead.trial])
                - (lead in rest))  # the leader's run in this round is one of them
@@ -204,8 +203,12 @@ def searched_seconds(c: Candidate) -> float:
     """Its search trial's seconds with a warm compile in place of the cold one: a fresh run
     compiles from the cache the search filled (a quick start's 15-s compiled trial, 10 s of it
     compiling, was costed at 24 s and gave way)."""
-    warm = min(c.compile_seconds, WARM_COMPILE_SECONDS) if c.config.compile != "none" else 0.0
-    return max(c.duration_seconds - c.compile_seconds, 0.0) + warm
+    return max(c.duration_seconds - c.compile_seconds, 0.0) + _warm_compile(c)
+
+
+def _warm_compile(c: Candidate) -> float:
+    """What a fresh run of `c` pays to compile from the warm cache (0 for an eager config)."""
+    return min(c.compile_seconds, WARM_COMPILE_SECONDS) if c.config.compile != "none" else 0.0
 
 
 def _leader(round_: Sequence[Candidate], runs: dict[int, list[TrialResult]]) -> Candidate:
