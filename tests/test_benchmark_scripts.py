@@ -67,11 +67,12 @@ def test_the_long_run_applies_best_yaml_as_the_docs_say(tmp_path: Path, monkeypa
     config.write_text("config:\n  batch_size: 8\n")
     monkeypatch.setattr(sys, "argv", ["long_run.py", "--adapter", "adapters/mlp.py", "--config",
                                       str(config), "--device", "cpu", "--warmup", "0",
-                                      "--seconds", "0.2"])
+                                      "--seconds", "0.2", "--slice-seconds", "0.05"])
     monkeypatch.chdir(REPO_ROOT)
     benchmark_script("measurement/long_run.py").main()
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["steps"] > 0 and out["throughput"] > 0
+    assert out["slices"] and all(v > 0 for v in out["slices"])  # 0.2 s in 0.05-s slices
     assert {"optimizer", "wrap_model", "wrap_loss", "to_device", "sdpa_kernel"} <= set(called)
 
 
@@ -90,3 +91,16 @@ def test_a_top_config_with_no_ok_run_is_left_out_of_the_grid_best() -> None:
                              {"winner": [10.5e3]}, 10.5e3, "images") == {
         "grid_top": [{"config": lucky.to_dict(), "cell": 13.9e3, "runs": [], "median": None},
                      {"config": steady.to_dict(), "cell": 12.2e3, "runs": [], "median": None}]}
+
+
+def test_fidelity_compares_each_long_run_with_the_estimates_either_side() -> None:
+    # The H100's input-bound run of 2026-11-26 fell steadily: an estimate read just before its
+    # long run stood 2-4% above it though the measurement was right. Between two estimates
+    # a steady drift cancels.
+    fidelity = benchmark_script("measurement/fidelity.py")
+    drift = [11.0e3, 10.0e3, 9.0e3, 8.0e3]  # E at t = 0, 2, 4, 6
+    longs = [10.5e3, 9.5e3, 8.5e3]  # L at t = 1, 3, 5: the same rate at the same moment
+    assert fidelity.bracketed_errors(drift, longs) == [0.0, 0.0, 0.0]
+    high = fidelity.bracketed_errors([10.4e3, 10.6e3, 10.2e3], [10.0e3, 10.0e3])
+    assert [round(e, 3) for e in high] == [0.05, 0.04]
+    assert fidelity.bracketed_errors([10.0e3, 10.0e3], [10.0e3, 10.0e3]) == []  # E L E L

@@ -6,12 +6,15 @@
 Runs the tool's trial measurement `--repeats` times (fresh processes, exactly as a search trial
 measures) and `benchmarks/measurement/long_run.py` `--long-runs` times for `--seconds` under
 `autotune apply` (a plain loop with no autotune measurement code), the i-th long run right after
-the i-th estimate (3 and 3: E L E L E L; a host whose rate drifts between calls drifts on both
-alike; 3 and 1: E L E E), and prints the
-relative error of the median estimate against the median long run and the repeat-to-repeat
-spread of the estimates. Writes a JSON file when --json is given. On the H100 host an
-input-bound config's rate moved 8.9k -> 10.1k images/s within 20 minutes; with one long run
-after three estimates that drift was the error.
+the i-th estimate, and prints the relative error of the median estimate against the median long
+run and the repeat-to-repeat spread of the estimates. Writes a JSON file when --json is given.
+
+A host whose rate drifts during the call biases an estimate read before its long run. On the
+H100 an input-bound config fell 11.3k -> 8.8k images/s over 6 minutes, and E L E L E L read
+every estimate 2-4% above the long run after it. With one estimate more than long runs
+(`--repeats 4 --long-runs 3`: E L E L E L E) every long run sits between two estimates: the
+medians stand at the same moment under a steady drift, and each long run is also compared with
+the mean of the estimates either side of it (`bracketed_errors`, and their median).
 """
 
 from __future__ import annotations
@@ -73,13 +76,15 @@ def main() -> int:
                     return 1
                 longs.append(run)
                 print(f"long run {i + 1}/{args.long_runs}: {run['throughput']:,.0f} {unit}/s over "
-                      f"{run['seconds']:.0f} s ({run['steps']} steps)", flush=True)
+                      f"{run['seconds']:.0f} s ({run['steps']} steps; slices "
+                      f"{', '.join(f'{v:,.0f}' for v in run.get('slices', []))})", flush=True)
     reference = {"throughput": statistics.median(r["throughput"] for r in longs), "runs": longs,
                  "seconds": sum(r["seconds"] for r in longs),
                  "steps": sum(r["steps"] for r in longs)}
     values = [r.throughput for r in estimates]
     median = statistics.median(values)
     error = (median - reference["throughput"]) / reference["throughput"]
+    bracketed = bracketed_errors(values, [r["throughput"] for r in longs])
     fp = estimates[0].fingerprint
     summary = {
         "adapter": args.adapter,
@@ -92,16 +97,31 @@ def main() -> int:
         "estimate_converged": [r.converged for r in estimates],
         "long_run": reference,
         "relative_error": error,
+        "bracketed_errors": bracketed,
+        "bracketed_error": statistics.median(bracketed) if bracketed else None,
         "device": fp and (fp.gpu or fp.cpu_model),
         "torch": fp and fp.torch,
         "date": fp and fp.date,
     }
     print(f"FIDELITY {Path(args.adapter).stem}: estimate {median:,.0f} {unit}/s, error {error:+.2%}, "
-          f"repeat spread {summary['estimate_spread']:.2%} ({summary['device']}, torch "
+          f"repeat spread {summary['estimate_spread']:.2%}"
+          + (f", each long run against the estimates either side "
+             f"{', '.join(f'{e:+.2%}' for e in bracketed)} (median "
+             f"{summary['bracketed_error']:+.2%})" if bracketed else "")
+          + f" ({summary['device']}, torch "
           f"{summary['torch']}, {summary['date']})")
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2))
     return 0
+
+
+def bracketed_errors(estimates: list[float], longs: list[float]) -> list[float]:
+    """Each long run i against the mean of estimates i and i+1, the ones run just before and just
+    after it (E L E L E ...): a rate drifting steadily during the call cancels in each pair.
+    Empty when fewer estimates than long runs + 1 ran."""
+    if len(estimates) < len(longs) + 1:
+        return []
+    return [((estimates[i] + estimates[i + 1]) / 2 - long) / long for i, long in enumerate(longs)]
 
 
 def _long_run(args: argparse.Namespace) -> dict[str, Any] | None:

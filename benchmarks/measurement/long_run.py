@@ -28,6 +28,8 @@ def main() -> None:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--warmup", type=float, default=30.0, help="seconds before counting")
     p.add_argument("--seconds", type=float, default=180.0, help="seconds counted")
+    p.add_argument("--slice-seconds", type=float, default=10.0,
+                   help="also report the rate of each slice this long (a drift within the run)")
     args = p.parse_args()
 
     cfg = autotune.load_config(args.config)
@@ -58,6 +60,8 @@ def main() -> None:
     counting = False
     items = steps = 0
     t0 = 0.0
+    slices: list[float] = []  # rate of each --slice-seconds slice, synchronized at its ends
+    slice_start, slice_items = 0.0, 0
     while True:
         for _ in range(cfg.grad_accum):
             batch = next(it)
@@ -77,12 +81,19 @@ def main() -> None:
         if not counting and now - start >= args.warmup:
             sync()
             counting, t0 = True, time.perf_counter()
+            slice_start = t0
         elif counting and now - t0 >= args.seconds:
             break
+        elif counting and now - slice_start >= args.slice_seconds:
+            sync()
+            now = time.perf_counter()
+            slices.append((items - slice_items) / (now - slice_start))
+            slice_start, slice_items = now, items
     sync()
     elapsed = time.perf_counter() - t0
     print(json.dumps({"throughput": items / elapsed, "items": items, "steps": steps,
-                      "seconds": elapsed, "final_loss": float(loss.detach()) * cfg.grad_accum}))
+                      "seconds": elapsed, "slices": slices,
+                      "final_loss": float(loss.detach()) * cfg.grad_accum}))
 
 
 if __name__ == "__main__":
