@@ -65,7 +65,8 @@ def _loader_alone(record: TrialRecord) -> float | None:
 def dtype_starts(space: SearchSpace, leader: TrainConfig, finished: Sequence[TrialRecord], *,
                  device: str) -> list[Start]:
     """Each amp dtype of the space not measured yet at `leader`'s batch and loader knobs,
-    eager, in the prior's order; then the fused optimizer at `leader`'s dtype."""
+    eager, in the prior's order (the fused optimizer comes after them, at the dtype that led:
+    `scan.optimizer_start`)."""
     seen = {r.config for r in finished if r.config is not None and r.result is not None}
     order = sorted(space.values("amp_dtype"),
                    key=lambda d: DTYPE_PRIOR.index(d) if d in DTYPE_PRIOR else len(DTYPE_PRIOR))
@@ -75,12 +76,6 @@ def dtype_starts(space: SearchSpace, leader: TrainConfig, finished: Sequence[Tri
         if config.amp_dtype == dtype and config not in seen and space.holds(config) \
                 and known_incompatible(config, device) is None:
             starts.append((f"{EAGER}{config.describe()}", config))
-    # The fused optimizer is an eager knob too (the optimizer is never compiled): one trial at
-    # the leader's dtype, before any compile.
-    fused = space.changed(leader, optimizer_impl="fused", compile="none")
-    if fused.optimizer_impl == "fused" != leader.optimizer_impl and fused not in seen \
-            and space.holds(fused) and known_incompatible(fused, device) is None:
-        starts.append((f"{EAGER}{fused.describe()}", fused))
     return starts
 
 

@@ -3,8 +3,8 @@ then the values that beat the leader together.
 
 Each step is eager (seconds a trial) and runs at the best eager config of its time:
 1. every amp dtype of the space (`eager.dtype_starts`);
-2. each value of the space's convolution knobs and of the adapter's own knobs, one knob at a
-   time (`kernel_knob_starts`, `adapter_knob_starts`);
+2. the fused optimizer, each value of the space's convolution knobs and of the adapter's own
+   knobs, one knob at a time (`optimizer_start`, `kernel_knob_starts`, `adapter_knob_starts`);
 3. the values of step 2 that read more than `GAIN` faster than the config they were set on, all
    at once (`combined_start`): one knob at a time finds each gain, but the next leader carries
    only the one that led. On a transformers GPT-2 padded per batch (H100, 2026-11-26) the scan
@@ -28,8 +28,8 @@ from autotune.study.policy.starts import EAGER, Start, eager_live
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store.records import MeasuredRecord, TrialRecord
 
-__all__ = ["GAIN", "KERNEL_KNOBS", "MAX_KNOB_VALUES", "DtypeStage", "adapter_knob_starts",
-           "combined_start", "kernel_knob_starts"]
+__all__ = ["GAIN", "KERNEL_KNOBS", "MAX_KNOB_VALUES", "OPTIMIZER_KNOB", "DtypeStage",
+           "adapter_knob_starts", "combined_start", "kernel_knob_starts", "optimizer_start"]
 
 KERNEL_KNOBS = (("memory_format", "channels_last"), ("cudnn_benchmark", True))
 """The convolution knobs a space may hold, each with the value that departs from PyTorch's
@@ -37,6 +37,12 @@ default: measured eagerly at the leader once its dtype is known (NHWC pays under
 bf16 on an H100), so that the ladder compiles the layout that leads. For a model without
 convolutions they cost one eager trial each and change nothing."""
 
+OPTIMIZER_KNOB = ("optimizer_impl", "fused")
+"""The fused optimizer step, measured eagerly at the leader once its dtype is known (the
+optimizer is never compiled: the ladder's compile of the leader keeps it). Set before the
+dtypes were measured it ran at a dtype that then lost: on a Llama-style transformers LM padded
+per batch (H100, 2026-11-26) fused read 1.29x at bf16 (eager, launch-bound), tf32 led and was
+compiled without it, and the compiled tf32 step ran 1.035x faster fused."""
 
 GAIN = 0.02
 """A knob value joins the combination only when its one trial read more than this above the
@@ -62,6 +68,12 @@ def adapter_knob_starts(space: SearchSpace, leader: TrainConfig,
             yield from ((name, value) for value in values)
 
     return _each_alone(space, leader, finished, each(), device=device)
+
+
+def optimizer_start(space: SearchSpace, leader: TrainConfig,
+                    finished: Sequence[TrialRecord], *, device: str) -> list[Start]:
+    """`leader` with the fused optimizer, eager, where the space holds it and it has not run."""
+    return _each_alone(space, leader, finished, [OPTIMIZER_KNOB], device=device)
 
 
 def kernel_knob_starts(space: SearchSpace, leader: TrainConfig,
@@ -105,7 +117,7 @@ def combined_start(space: SearchSpace, leader: TrainConfig, finished: Sequence[T
     base = next((r.rate for r in ran if r.config == leader), None)
     if base is None:
         return []
-    names = [*leader.params, *(name for name, _ in KERNEL_KNOBS)]
+    names = [*leader.params, *(name for name, _ in (OPTIMIZER_KNOB, *KERNEL_KNOBS))]
     gains: dict[str, tuple[float, Any]] = {}
     for r in ran:
         for name in names:
@@ -138,9 +150,9 @@ class DtypeStage:
         self.space = space
         self.device = device
         self.queued = False
-        # Nothing to queue second: no adapter knob and no convolution knob in the space.
+        # Nothing to queue second: no adapter knob, no optimizer or convolution knob in the space.
         self.knobs_queued = not space.baseline.params and not any(
-            len(space.values(name)) > 1 for name, _ in KERNEL_KNOBS)
+            len(space.values(name)) > 1 for name, _ in (OPTIMIZER_KNOB, *KERNEL_KNOBS))
         self.done = self.knobs_queued
         self.scanned: TrainConfig | None = None
         """The config the knobs were set on, one at a time."""
@@ -171,7 +183,8 @@ class DtypeStage:
         if not self.knobs_queued:
             self.knobs_queued = True
             self.scanned = leader.config
-            starts = (kernel_knob_starts(self.space, leader.config, finished, device=self.device)
+            starts = (optimizer_start(self.space, leader.config, finished, device=self.device)
+                      + kernel_knob_starts(self.space, leader.config, finished, device=self.device)
                       + adapter_knob_starts(self.space, leader.config, finished,
                                             device=self.device))
             if starts:
