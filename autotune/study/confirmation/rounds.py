@@ -47,6 +47,9 @@ class Candidate:
     converged: bool = True
     """Whether its search trial's windows agreed within tolerance before its budget ran out: a
     config whose did not will likely time a confirmation run's whole budget too."""
+    shapes_vary: bool = False
+    """Whether its batches' shapes varied: compiled, a fresh run then compiles much of its
+    graph again, the cache notwithstanding (`_warm_compile`)."""
 
 
 def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
@@ -70,7 +73,8 @@ def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
                   compile_seconds=float(r.result.compile_seconds or 0.0),
                   baseline=r.baseline,
                   diagnosed=r.result.diagnosis is not None,
-                  converged=r.result.converged is not False)
+                  converged=r.result.converged is not False,
+                  shapes_vary=bool(r.result.shapes_vary))
         for r in chosen
     ]
 
@@ -207,8 +211,14 @@ def searched_seconds(c: Candidate) -> float:
 
 
 def _warm_compile(c: Candidate) -> float:
-    """What a fresh run of `c` pays to compile from the warm cache (0 for an eager config)."""
-    return min(c.compile_seconds, WARM_COMPILE_SECONDS) if c.config.compile != "none" else 0.0
+    """What a fresh run of `c` pays to compile from the warm cache (0 for an eager config): at
+    most WARM_COMPILE_SECONDS, but its search trial's whole compile when its shapes varied. A
+    Llama-style transformers LM padded per batch (H100, 2026-11-26) compiled 107 and 118 s in
+    its search trials and 55-89 s in its fresh runs (one graph of seven missed the cache each
+    time): planned at 4.5 s, its first fresh run took 141 s and left no time for the second."""
+    if c.config.compile == "none":
+        return 0.0
+    return c.compile_seconds if c.shapes_vary else min(c.compile_seconds, WARM_COMPILE_SECONDS)
 
 
 def _leader(round_: Sequence[Candidate], runs: dict[int, list[TrialResult]]) -> Candidate:

@@ -196,6 +196,30 @@ def test_estimate_seconds(trials: list[TrialRecord]) -> None:
     assert estimate_seconds([c for c in cands if c.baseline], 3) == 0.0
 
 
+
+def test_a_compiled_config_of_varying_shapes_is_planned_to_compile_again_in_its_fresh_run() -> None:
+    # A Llama-style transformers LM padded per batch (H100, 2026-11-26): its search trial ran
+    # 169 s, 118 of them compiling; its fresh run took 141 s (89 compiling). Planned at a 4.5-s
+    # warm compile (about 70 s), the first fresh run left no time for the second.
+    compiled = TrainConfig(batch_size=8, amp_dtype="tf32", compile="default")
+    varying = Candidate(trial=6, config=compiled, search_throughput=81.2e3,
+                        duration_seconds=169.0, compile_seconds=118.0, converged=False,
+                        shapes_vary=True)
+    planned = run_seconds(varying, measure_gap_seconds=0.0, start_seconds=FRESH_PROCESS_SECONDS)
+    assert planned >= 141.0
+    one_shape = dataclasses.replace(varying, shapes_vary=False)
+    assert run_seconds(one_shape, measure_gap_seconds=0.0,
+                       start_seconds=FRESH_PROCESS_SECONDS) == pytest.approx(
+        169.0 - 118.0 + WARM_COMPILE_SECONDS + FRESH_PROCESS_SECONDS)
+    # Read from the trial's result.
+    record = TrialRecord(number=6, state=TrialState.COMPLETE, value=81.2e3, config=compiled,
+                         result=TrialResult(status=Status.OK, throughput=81.2e3,
+                                            duration_seconds=169.0, compile_seconds=118.0,
+                                            shapes_vary=True),
+                         role="recipe")
+    assert [c.shapes_vary for c in candidates([record], 3)] == [True]
+
+
 # -- run_confirmation with a scripted runner -----------------------------------------------------------
 
 
