@@ -164,6 +164,19 @@ class ConfirmPhase:
         )
         if self.signalled():
             return False
+        if unrun and not any(e.median for e in summary if not e.baseline):
+            # Every config kept failed its fresh runs (a compile cut, an OOM): the configs left
+            # out to give the leader two runs get the time left, fastest by the search first,
+            # rather than the baseline alone ending as the winner.
+            summary += run_confirmation(
+                unrun, adapter=s.adapter, device=s.device, runner=self.confirm_runner,
+                out=s.out, repeats=s.confirm_repeats, max_repeats=s.confirm_max_repeats,
+                trial_timeout=s.trial_timeout, measure=s.confirm_measure or s.measure,
+                seed=s.seed, on_result=on_result, deadline=deadline, clock=self.clock,
+                first=len(runs))
+            unrun = []
+            if self.signalled():
+                return False
         summary += summarize(unrun, {c.trial: [] for c in unrun})
         record_confirmation(self.study, summary, runs)
         return True

@@ -99,6 +99,7 @@ def run_confirmation(
     on_result: Callable[[Candidate, TrialResult], None] | None = None,
     deadline: float | None = None,
     clock: Callable[[], float] = time.monotonic,
+    first: int = 0,
 ) -> list[ConfirmationEntry]:
     """Run the candidates in rounds, each round every candidate still in question once, in a
     shuffled order (drift on the machine then hits them alike); one entry per candidate,
@@ -109,12 +110,12 @@ def run_confirmation(
     no more, and the rounds stop once the leader's lead is clear and it has `repeats` runs, or
     when every candidate still within noise of it has `max_repeats` runs (default
     2 x `repeats` + 1). No run starts with less than `MIN_RUN_SECONDS` left before `deadline`
-    (a `clock()` time), and a running one is cut there."""
+    (a `clock()` time), and a running one is cut there. Run folders are numbered from `first`."""
     cap = max(repeats, max_repeats if max_repeats is not None else 2 * repeats + 1)
     rng = random.Random(seed)
     runs: dict[int, list[TrialResult]] = {c.trial: [] for c in cands}
     active = list(cands)
-    count = 0
+    count = first
     while active:
         round_ = list(active)
         rng.shuffle(round_)
@@ -146,8 +147,14 @@ def run_confirmation(
                                    measure=measure, number=cand.trial,
                                    diagnose=not cand.diagnosed and not runs[cand.trial],
                                    save_compile_artifacts=cand.config.compile != "none")
-            # Generous but bounded: twice what the trial took, compile caches are warm by now.
-            limit = min(trial_timeout, 2 * cand.duration_seconds + 60, left)
+            # Generous but bounded: twice what the trial took, compile caches are warm by now;
+            # a compiled config never less than its trial took plus a minute, though, whose own
+            # limit counted its compile apart (`TrialRequest.compile_grace`): a Llama-style LM
+            # padded per batch compiled 126 s in a 175-s trial, and its fresh run, cut at the
+            # 144-s trial limit while still compiling, made the baseline the winner (H100,
+            # 2026-11-26).
+            floor = cand.duration_seconds + 60 if cand.config.compile != "none" else 0.0
+            limit = min(max(trial_timeout, floor), 2 * cand.duration_seconds + 60, left)
             result = runner.run(request, out / "confirm" / f"{count:02d}-trial{cand.trial}",
                                 timeout=limit)
             count += 1

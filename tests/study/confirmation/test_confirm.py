@@ -821,3 +821,52 @@ def test_configs_not_yet_run_cost_at_least_what_every_fresh_run_pays(tmp_path: P
                            deadline=61.7, seed=seed)
         assert runner.count(2) == 2 and runner.count(0) == 1, runner.order
         assert runner.count(3) == 0, runner.order  # the slowest by the search gave way
+
+
+def test_a_compiled_candidate_may_run_as_long_as_its_trial_did_past_the_trial_limit(
+        tmp_path: Path) -> None:
+    # Its search trial compiled 126 s of 175 under a 144-s limit that counted compile apart;
+    # its fresh run, cut at 144 s while still compiling, made the baseline the winner (a
+    # Llama-style transformers LM padded per batch, H100, 2026-11-26).
+    compiled = cand(6, 77.8e3, duration=175.0, compile="default")
+    runner = ScriptedRunner({6: oks(75.0e3, 76.0e3), 0: oks(30.0e3, 30.5e3)})
+    run_confirmation([compiled, cand(0, 30.1e3, baseline=True, duration=24.0)],
+                     adapter=Path("adapter.py"), device="cpu", runner=runner, out=tmp_path,
+                     repeats=2, trial_timeout=144.0, measure=QUICK, seed=1, max_repeats=2)
+    assert {timeout for n, _, timeout, _ in runner.calls if n == 6} == {175.0 + 60}
+    assert {timeout for n, _, timeout, _ in runner.calls if n == 0} == {2 * 24.0 + 60}
+
+
+def test_when_every_kept_config_fails_its_fresh_runs_those_left_out_get_the_time_left(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The same search: its two eager runners-up (2.08x, 2.00x the baseline) had been left out
+    # to give the compiled leader two runs; the leader's run failed and the baseline, run
+    # twice, was the winner at 1.00x.
+    from types import SimpleNamespace
+
+    from autotune.study.confirmation import phase as phase_module
+
+    recorded: list[list[ConfirmationEntry]] = []
+    monkeypatch.setattr(phase_module, "record_confirmation",
+                        lambda study, summary, runs: recorded.append(summary))
+    leader = cand(6, 77.8e3, duration=175.0, compile="default")
+    base = cand(0, 30.1e3, baseline=True, duration=24.0)
+    fused, tf32 = cand(5, 62.8e3, batch_size=16), cand(2, 60.1e3, batch_size=32)
+    runner = ScriptedRunner({6: [TrialResult(status=Status.TIMEOUT, reason="cut")],
+                             0: oks(30.7e3, 30.1e3), 5: oks(62.0e3, 61.6e3),
+                             2: oks(60.5e3, 59.9e3)})
+    settings = SimpleNamespace(adapter=Path("adapter.py"), device="cpu", out=tmp_path,
+                               confirm_repeats=2, confirm_max_repeats=2, trial_timeout=144.0,
+                               confirm_measure=None, measure=QUICK, seed=1)
+    confirm_phase = phase_module.ConfirmPhase(
+        settings=settings, study=None, lock=None, space=None,  # type: ignore[arg-type]
+        listener=QuietListener(), search_runner=runner, confirm_runner=runner,
+        clock=lambda: 0.0, signalled=lambda: False)
+    assert confirm_phase._rounds([leader, base], None, [fused, tf32])
+    (summary,) = recorded
+    medians = {e.trial: e.median for e in summary}
+    assert medians[6] is None and medians[5] == pytest.approx(61.8e3)
+    assert 5 in runner.order and runner.order.index(5) > runner.order.index(6)
+    # Folders go on numbering after the first rounds' runs.
+    folders = [d.name for _, d, _, _ in runner.calls]
+    assert len(set(folders)) == len(folders)
