@@ -187,3 +187,32 @@ def kill_all(pids: list[int], tag: str | None = None) -> None:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def check_padded_per_batch(adapter: Any, samples: list[dict[str, Any]], collate: Any, *,
+                           shortest: int, longest: int) -> None:
+    """A transformers example's batch: documents of several lengths within [shortest, longest],
+    padded to the batch's longest; real tokens counted; the padding's labels -100 (ignored by
+    the loss), the real tokens' labels the inputs."""
+    import torch
+
+    lengths = [len(s["input_ids"]) for s in samples]
+    assert len(set(lengths)) > 1 and all(shortest <= n <= longest for n in lengths)
+    batch = collate(samples)
+    assert batch["input_ids"].shape == (len(samples), max(lengths))
+    assert adapter.items(batch) == sum(lengths)
+    real = batch["attention_mask"].bool()
+    assert bool((batch["labels"][~real] == -100).all())
+    assert torch.equal(batch["labels"][real], batch["input_ids"][real])
+
+
+def tiny_transformers_example(monkeypatch: Any, path: Path, sizes: dict[str, str]) -> Path:
+    """`path`, a transformers example, at the tiny `sizes` (environment variables it reads at
+    import); skips the test without transformers."""
+    import pytest
+
+    pytest.importorskip("transformers", reason=f"{path.relative_to(REPO_ROOT)} needs "
+                                               "pip install -e '.[hf]'")
+    for name, value in sizes.items():
+        monkeypatch.setenv(name, value)  # read when the adapter is imported
+    return path

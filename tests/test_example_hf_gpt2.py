@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, check_padded_per_batch, tiny_transformers_example
 
 from autotune import TrainConfig, load_adapter
 from autotune.trial.compose import compose
@@ -21,26 +21,15 @@ TINY = {"HF_GPT2_SAMPLES": "64", "HF_GPT2_MIN_LEN": "8", "HF_GPT2_MAX_LEN": "40"
 
 @pytest.fixture
 def tiny(monkeypatch: pytest.MonkeyPatch) -> Path:
-    pytest.importorskip("transformers", reason="adapters/hf_gpt2.py needs pip install -e '.[hf]'")
-    for name, value in TINY.items():
-        monkeypatch.setenv(name, value)  # read when the adapter is imported
-    return PATH
+    return tiny_transformers_example(monkeypatch, PATH, TINY)
 
 
 def test_batches_are_padded_per_batch_and_count_real_tokens(tiny: Path) -> None:
     cls = load_adapter(tiny)
     module = importlib.import_module(cls.__module__)
     data = module.TokenizedDocuments()
-    samples = [data[i] for i in range(4)]
-    lengths = [len(s["input_ids"]) for s in samples]
-    assert len(set(lengths)) > 1 and all(8 <= n <= 40 for n in lengths)
-    batch = module.collate(samples)
-    assert batch["input_ids"].shape == (4, max(lengths))
-    assert cls().items(batch) == sum(lengths)
-    # Padding is ignored by the loss: its labels are -100, the real tokens' are the inputs.
-    real = batch["attention_mask"].bool()
-    assert bool((batch["labels"][~real] == -100).all())
-    assert torch.equal(batch["labels"][real], batch["input_ids"][real])
+    check_padded_per_batch(cls(), [data[i] for i in range(4)], module.collate,
+                           shortest=8, longest=40)
 
 
 def test_a_trial_step_trains_on_real_tokens(tiny: Path) -> None:

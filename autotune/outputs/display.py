@@ -23,7 +23,7 @@ from autotune.contract.noise import likely_cause, spread_warning
 from autotune.contract.phases import Phase
 from autotune.contract.result import Status, TrialResult
 from autotune.outputs.decision import winner_phrases
-from autotune.study.confirmation.rounds import Candidate
+from autotune.study.confirmation.candidate import Candidate
 from autotune.study.confirmation.winner import Winner
 from autotune.study.store.storage import shown
 

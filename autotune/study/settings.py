@@ -11,7 +11,7 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.events import TrialEvent
 from autotune.contract.request import MeasureSettings
 from autotune.contract.result import TrialResult
-from autotune.study.confirmation.rounds import Candidate
+from autotune.study.confirmation.candidate import Candidate
 from autotune.study.confirmation.winner import Winner
 from autotune.study.execution.layout import Layout
 from autotune.study.store.storage import Heartbeat, absolute_storage

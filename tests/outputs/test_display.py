@@ -16,7 +16,7 @@ from autotune import Noise, Status, TrainConfig, TrialResult
 from autotune.contract.events import FirstStepEvent, PhaseEvent, WindowEvent
 from autotune.contract.noise import OtherProcess
 from autotune.outputs.display import QuietListener, RichDisplay, make_console
-from autotune.study.confirmation.rounds import Candidate
+from autotune.study.confirmation.candidate import Candidate
 from autotune.study.confirmation.winner import Winner
 from autotune.study.search import SearchSettings
 from autotune.study.store.records import TrialRecord

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from autotune.study.confirmation.rounds import WARM_COMPILE_SECONDS, Candidate, searched_seconds
+from autotune.study.confirmation.candidate import WARM_COMPILE_SECONDS, Candidate, searched_seconds
 from autotune.study.execution.protocol import Runner
 
 __all__ = ["CONFIRM_SHARE", "FRESH_PROCESS_SECONDS", "SPARE_PROCESS_SECONDS", "TWO_RUNS_SHARE",

@@ -23,13 +23,8 @@ from autotune.study.confirmation.budget import (
     run_seconds,
     start_costs,
 )
-from autotune.study.confirmation.rounds import (
-    Candidate,
-    candidates,
-    record_confirmation,
-    run_confirmation,
-    summarize,
-)
+from autotune.study.confirmation.candidate import Candidate, candidates
+from autotune.study.confirmation.rounds import record_confirmation, run_confirmation, summarize
 from autotune.study.execution.protocol import Runner
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store import records

@@ -9,7 +9,6 @@ picked on these runs (`winner.pick_winner`).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
 import statistics
@@ -19,71 +18,21 @@ from pathlib import Path
 
 import optuna
 
-from autotune.contract.config import TrainConfig
 from autotune.contract.request import MeasureSettings, TrialRequest
 from autotune.contract.result import Status, TrialResult
 from autotune.contract.stats import relative_spread
+from autotune.study.confirmation.candidate import Candidate, searched_seconds, warm_compile
 from autotune.study.confirmation.lead import standing
 from autotune.study.confirmation.winner import pick_winner
 from autotune.study.execution.protocol import Runner
 from autotune.study.store import records, study_attrs
-from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 from autotune.study.store.study_attrs import ConfirmationEntry
 
-__all__ = ["WARM_COMPILE_SECONDS", "Candidate", "candidates", "record_confirmation",
-           "run_confirmation", "searched_seconds", "summarize"]
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Candidate:
-    trial: int
-    config: TrainConfig
-    search_throughput: float
-    duration_seconds: float
-    compile_seconds: float = 0.0
-    baseline: bool = False
-    diagnosed: bool = True
-    """Whether its search trial was diagnosed; if not, its first fresh run is (for best.yaml)."""
-    converged: bool = True
-    """Whether its search trial's windows agreed within tolerance before its budget ran out: a
-    config whose did not will likely time a confirmation run's whole budget too."""
-    shapes_vary: bool = False
-    """Whether its batches' shapes varied: compiled, a fresh run then compiles much of its
-    graph again, the cache notwithstanding (`_warm_compile`)."""
-
-
-def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
-    """The k fastest distinct ok configs, plus the baseline (re-measured for a fair speedup)."""
-    ok = [r for r in measured(records) if r.ok and r.search and r.duplicate_of is None]
-    ok.sort(key=lambda r: -r.rate)
-    chosen: list[MeasuredRecord] = []
-    seen: list[TrainConfig] = []
-    for r in ok:
-        if r.config not in seen:
-            seen.append(r.config)
-            chosen.append(r)
-        if len(chosen) == k:
-            break
-    base = next((r for r in ok if r.baseline), None)
-    if base is not None and base not in chosen:
-        chosen.append(base)
-    return [
-        Candidate(trial=r.number, config=r.config, search_throughput=float(r.rate),
-                  duration_seconds=float(r.result.duration_seconds or 0.0),
-                  compile_seconds=float(r.result.compile_seconds or 0.0),
-                  baseline=r.baseline,
-                  diagnosed=r.result.diagnosis is not None,
-                  converged=r.result.converged is not False,
-                  shapes_vary=bool(r.result.shapes_vary))
-        for r in chosen
-    ]
+__all__ = ["record_confirmation", "run_confirmation", "summarize"]
 
 
 # A confirmation run is not started with less than this left of the study's budget.
 MIN_RUN_SECONDS = 10.0
-WARM_COMPILE_SECONDS = 4.5
-"""What a compiled config's fresh run pays to compile again, from the warm cache, at most
-(GPT-2 small on the H100: 4.0-4.5 s in its confirmation runs); `budget` plans with it too."""
 def run_confirmation(
     cands: Sequence[Candidate],
     *,
@@ -147,14 +96,7 @@ def run_confirmation(
                                    measure=measure, number=cand.trial,
                                    diagnose=not cand.diagnosed and not runs[cand.trial],
                                    save_compile_artifacts=cand.config.compile != "none")
-            # Generous but bounded: twice what the trial took, compile caches are warm by now;
-            # a compiled config never less than its trial took plus a minute, though, whose own
-            # limit counted its compile apart (`TrialRequest.compile_grace`): a Llama-style LM
-            # padded per batch compiled 126 s in a 175-s trial, and its fresh run, cut at the
-            # 144-s trial limit while still compiling, made the baseline the winner (H100,
-            # 2026-11-26).
-            floor = cand.duration_seconds + 60 if cand.config.compile != "none" else 0.0
-            limit = min(max(trial_timeout, floor), 2 * cand.duration_seconds + 60, left)
+            limit = _run_limit(cand, trial_timeout, left)
             result = runner.run(request, out / "confirm" / f"{count:02d}-trial{cand.trial}",
                                 timeout=limit)
             count += 1
@@ -167,6 +109,17 @@ def run_confirmation(
             return summarize(cands, runs)  # none of them fits in what is left
         active = next_round(cands, runs, repeats=repeats, cap=cap)
     return summarize(cands, runs)
+
+
+def _run_limit(cand: Candidate, trial_timeout: float, left: float) -> float:
+    """A fresh run's time limit. Generous but bounded: twice what the trial took, compile
+    caches are warm by now; a compiled config never less than its trial took plus a minute,
+    though, whose own limit counted its compile apart (`TrialRequest.compile_grace`): a
+    Llama-style LM padded per batch compiled 126 s in a 175-s trial, and its fresh run, cut at
+    the 144-s trial limit while still compiling, made the baseline the winner (H100,
+    2026-11-26)."""
+    floor = cand.duration_seconds + 60 if cand.config.compile != "none" else 0.0
+    return min(max(trial_timeout, floor), 2 * cand.duration_seconds + 60, left)
 
 
 def _crowded_out(lead: Candidate, rest: Sequence[Candidate], runs: dict[int, list[TrialResult]],
@@ -195,7 +148,7 @@ def _crowded_out(lead: Candidate, rest: Sequence[Candidate], runs: dict[int, lis
         own = _expected_seconds(runs[c.trial])
         if own:
             return own
-        return max(searched_seconds(c) * statistics.median(scales), fixed + _warm_compile(c))
+        return max(searched_seconds(c) * statistics.median(scales), fixed + warm_compile(c))
 
     owed = max(0, repeats - sum(r.status is Status.OK for r in runs[lead.trial])
                - (lead in rest))  # the leader's run in this round is one of them
@@ -208,24 +161,6 @@ def _crowded_out(lead: Candidate, rest: Sequence[Candidate], runs: dict[int, lis
         dropped.append(slowest)
         need -= cost(slowest)
     return dropped
-
-
-def searched_seconds(c: Candidate) -> float:
-    """Its search trial's seconds with a warm compile in place of the cold one: a fresh run
-    compiles from the cache the search filled (a quick start's 15-s compiled trial, 10 s of it
-    compiling, was costed at 24 s and gave way)."""
-    return max(c.duration_seconds - c.compile_seconds, 0.0) + _warm_compile(c)
-
-
-def _warm_compile(c: Candidate) -> float:
-    """What a fresh run of `c` pays to compile from the warm cache (0 for an eager config): at
-    most WARM_COMPILE_SECONDS, but its search trial's whole compile when its shapes varied. A
-    Llama-style transformers LM padded per batch (H100, 2026-11-26) compiled 107 and 118 s in
-    its search trials and 55-89 s in its fresh runs (one graph of seven missed the cache each
-    time): planned at 4.5 s, its first fresh run took 141 s and left no time for the second."""
-    if c.config.compile == "none":
-        return 0.0
-    return c.compile_seconds if c.shapes_vary else min(c.compile_seconds, WARM_COMPILE_SECONDS)
 
 
 def _leader(round_: Sequence[Candidate], runs: dict[int, list[TrialResult]]) -> Candidate:

@@ -31,11 +31,8 @@ from autotune.study.confirmation.budget import (
     run_seconds,
     start_costs,
 )
-from autotune.study.confirmation.rounds import (
-    Candidate,
-    candidates,
-    run_confirmation,
-)
+from autotune.study.confirmation.candidate import Candidate, candidates
+from autotune.study.confirmation.rounds import run_confirmation
 from autotune.study.confirmation.winner import pick_winner
 from autotune.study.execution.protocol import RunnerBase
 from autotune.study.execution.runner import InProcessRunner

@@ -1,0 +1,80 @@
+"""A confirmation's candidates: the configs the search's trials say to run again, and what a
+fresh run of each is planned to cost."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from autotune.contract.config import TrainConfig
+from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
+
+__all__ = ["WARM_COMPILE_SECONDS", "Candidate", "candidates", "searched_seconds", "warm_compile"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Candidate:
+    trial: int
+    config: TrainConfig
+    search_throughput: float
+    duration_seconds: float
+    compile_seconds: float = 0.0
+    baseline: bool = False
+    diagnosed: bool = True
+    """Whether its search trial was diagnosed; if not, its first fresh run is (for best.yaml)."""
+    converged: bool = True
+    """Whether its search trial's windows agreed within tolerance before its budget ran out: a
+    config whose did not will likely time a confirmation run's whole budget too."""
+    shapes_vary: bool = False
+    """Whether its batches' shapes varied: compiled, a fresh run then compiles much of its
+    graph again, the cache notwithstanding (`warm_compile`)."""
+
+
+def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
+    """The k fastest distinct ok configs, plus the baseline (re-measured for a fair speedup)."""
+    ok = [r for r in measured(records) if r.ok and r.search and r.duplicate_of is None]
+    ok.sort(key=lambda r: -r.rate)
+    chosen: list[MeasuredRecord] = []
+    seen: list[TrainConfig] = []
+    for r in ok:
+        if r.config not in seen:
+            seen.append(r.config)
+            chosen.append(r)
+        if len(chosen) == k:
+            break
+    base = next((r for r in ok if r.baseline), None)
+    if base is not None and base not in chosen:
+        chosen.append(base)
+    return [
+        Candidate(trial=r.number, config=r.config, search_throughput=float(r.rate),
+                  duration_seconds=float(r.result.duration_seconds or 0.0),
+                  compile_seconds=float(r.result.compile_seconds or 0.0),
+                  baseline=r.baseline,
+                  diagnosed=r.result.diagnosis is not None,
+                  converged=r.result.converged is not False,
+                  shapes_vary=bool(r.result.shapes_vary))
+        for r in chosen
+    ]
+
+
+WARM_COMPILE_SECONDS = 4.5
+"""What a compiled config's fresh run pays to compile again, from the warm cache, at most
+(GPT-2 small on the H100: 4.0-4.5 s in its confirmation runs); `budget` plans with it too."""
+
+
+def searched_seconds(c: Candidate) -> float:
+    """Its search trial's seconds with a warm compile in place of the cold one: a fresh run
+    compiles from the cache the search filled (a quick start's 15-s compiled trial, 10 s of it
+    compiling, was costed at 24 s and gave way)."""
+    return max(c.duration_seconds - c.compile_seconds, 0.0) + warm_compile(c)
+
+
+def warm_compile(c: Candidate) -> float:
+    """What a fresh run of `c` pays to compile from the warm cache (0 for an eager config): at
+    most WARM_COMPILE_SECONDS, but its search trial's whole compile when its shapes varied. A
+    Llama-style transformers LM padded per batch (H100, 2026-11-26) compiled 107 and 118 s in
+    its search trials and 55-89 s in its fresh runs (one graph of seven missed the cache each
+    time): planned at 4.5 s, its first fresh run took 141 s and left no time for the second."""
+    if c.config.compile == "none":
+        return 0.0
+    return c.compile_seconds if c.shapes_vary else min(c.compile_seconds, WARM_COMPILE_SECONDS)
