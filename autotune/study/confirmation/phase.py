@@ -32,6 +32,7 @@ from autotune.study.store.claim import Claim, StudyLock, claim_confirmation, end
     wait_finished
 from autotune.study.store.recovery import step_over
 from autotune.study.store.storage import Heartbeat
+from autotune.study.store.study_attrs import ConfirmationEntry
 
 __all__ = ["ConfirmListener", "ConfirmPhase", "ConfirmSettings"]
 
@@ -151,24 +152,22 @@ class ConfirmPhase:
             runs.append((cand, result))
             self.listener.confirm_result(cand, result)
 
-        summary = run_confirmation(
-            cands, adapter=s.adapter, device=s.device, runner=self.confirm_runner,
-            out=s.out, repeats=s.confirm_repeats, max_repeats=s.confirm_max_repeats,
-            trial_timeout=s.trial_timeout, measure=s.confirm_measure or s.measure,
-            seed=s.seed, on_result=on_result, deadline=deadline, clock=self.clock,
-        )
+        def confirm(these: Sequence[Candidate]) -> list[ConfirmationEntry]:
+            return run_confirmation(
+                these, adapter=s.adapter, device=s.device, runner=self.confirm_runner,
+                out=s.out, repeats=s.confirm_repeats, max_repeats=s.confirm_max_repeats,
+                trial_timeout=s.trial_timeout, measure=s.confirm_measure or s.measure,
+                seed=s.seed, on_result=on_result, deadline=deadline, clock=self.clock,
+                first=len(runs))
+
+        summary = confirm(cands)
         if self.signalled():
             return False
         if unrun and not any(e.median for e in summary if not e.baseline):
             # Every config kept failed its fresh runs (a compile cut, an OOM): the configs left
             # out to give the leader two runs get the time left, fastest by the search first,
             # rather than the baseline alone ending as the winner.
-            summary += run_confirmation(
-                unrun, adapter=s.adapter, device=s.device, runner=self.confirm_runner,
-                out=s.out, repeats=s.confirm_repeats, max_repeats=s.confirm_max_repeats,
-                trial_timeout=s.trial_timeout, measure=s.confirm_measure or s.measure,
-                seed=s.seed, on_result=on_result, deadline=deadline, clock=self.clock,
-                first=len(runs))
+            summary += confirm(unrun)
             unrun = []
             if self.signalled():
                 return False

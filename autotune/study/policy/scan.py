@@ -44,6 +44,9 @@ dtypes were measured it ran at a dtype that then lost: on a Llama-style transfor
 per batch (H100, 2026-11-26) fused read 1.29x at bf16 (eager, launch-bound), tf32 led and was
 compiled without it, and the compiled tf32 step ran 1.035x faster fused."""
 
+_SCANNED = (OPTIMIZER_KNOB, *KERNEL_KNOBS)
+"""The space's own knobs the scan sets one at a time (besides the adapter's)."""
+
 GAIN = 0.02
 """A knob value joins the combination only when its one trial read more than this above the
 config it was set on: a search trial's median is known to about +-5%, and a value within a
@@ -117,7 +120,7 @@ def combined_start(space: SearchSpace, leader: TrainConfig, finished: Sequence[T
     base = next((r.rate for r in ran if r.config == leader), None)
     if base is None:
         return []
-    names = [*leader.params, *(name for name, _ in (OPTIMIZER_KNOB, *KERNEL_KNOBS))]
+    names = [*leader.params, *(name for name, _ in _SCANNED)]
     gains: dict[str, tuple[float, Any]] = {}
     for r in ran:
         for name in names:
@@ -152,7 +155,7 @@ class DtypeStage:
         self.queued = False
         # Nothing to queue second: no adapter knob, no optimizer or convolution knob in the space.
         self.knobs_queued = not space.baseline.params and not any(
-            len(space.values(name)) > 1 for name, _ in (OPTIMIZER_KNOB, *KERNEL_KNOBS))
+            len(space.values(name)) > 1 for name, _ in _SCANNED)
         self.done = self.knobs_queued
         self.scanned: TrainConfig | None = None
         """The config the knobs were set on, one at a time."""
