@@ -86,14 +86,33 @@ def commit() -> str:
     return head + ("-dirty" if dirty else "")
 
 
-def run_rounds(args: argparse.Namespace, configs: list[tuple[str, TrainConfig]], unit: str
-               ) -> dict[str, list[TrialResult]]:
+def variants_of(texts: list[str]) -> dict[str, dict[str, str]]:
+    """--variant NAME:VAR=VALUE[,VAR=VALUE]: the base config run with those environment
+    variables set (e.g. an inductor setting read from the environment), by NAME."""
+    out: dict[str, dict[str, str]] = {}
+    for text in texts:
+        name, _, assignments = text.partition(":")
+        pairs = [a.partition("=") for a in assignments.split(",") if a]
+        if not name or not pairs or any(not var or not eq for var, eq, _ in pairs):
+            raise SystemExit(f"--variant {text}: write NAME:VAR=VALUE[,VAR=VALUE], e.g. "
+                             "cd:TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1")
+        out[name] = {var: value for var, _, value in pairs}
+    return out
+
+
+def run_rounds(args: argparse.Namespace, configs: list[tuple[str, TrainConfig]], unit: str,
+               envs: dict[str, dict[str, str]] | None = None) -> dict[str, list[TrialResult]]:
+    """Every config once a round, `args.runs` rounds; a config named in `envs` runs with those
+    environment variables added."""
     runs: dict[str, list[TrialResult]] = {name: [] for name, _ in configs}
     measure = MeasureSettings(budget_seconds=args.measure_seconds)
     with tempfile.TemporaryDirectory() as tmp:
-        runner = SubprocessRunner(cache_dir=Path(tmp) / "compile-cache")
+        cache = Path(tmp) / "compile-cache"
+        runners = {name: SubprocessRunner(cache_dir=cache, env=(envs or {}).get(name))
+                   for name, _ in configs}
         for i in range(args.runs):
             for name, config in configs:
+                runner = runners[name]
                 request = TrialRequest(adapter=args.adapter, config=config, device=args.device,
                                        measure=measure, number=i, diagnose=False)
                 result = runner.run(request, Path(tmp) / f"{len(runs[name])}-{name}",
@@ -160,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--extra", type=Path, action="append", default=[],
                    help="a whole config (YAML of knobs or best.yaml) to run beside the others, "
                         "named by its file's stem; repeatable")
+    p.add_argument("--variant", action="append", default=[],
+                   help="NAME:VAR=VALUE[,VAR=VALUE]: the base config again, run with these "
+                        "environment variables (e.g. an inductor setting); repeatable")
     p.add_argument("--mfu", action="store_true",
                    help="CUDA: after the rounds, measure the bf16 matmul ceiling in this process "
                         "and give each config's MFU (the adapter's flops_per_item)")
@@ -168,10 +190,13 @@ def main(argv: list[str] | None = None) -> int:
     base = read_config(args.config)
     configs = configs_to_compare(base, args.knob or list(KERNEL_KNOBS), args.device)
     configs += [(path.stem, read_config(path)) for path in args.extra]
+    envs = variants_of(args.variant)
+    configs += [(name, base) for name in envs]
     adapter_cls = autotune.load_adapter(args.adapter)
     unit = adapter_cls.unit
-    runs = run_rounds(args, configs, unit)
+    runs = run_rounds(args, configs, unit, envs)
     summary = summary_of(args, configs, runs, unit)
+    summary["variants"] = envs
     if args.mfu:
         add_mfu(summary, adapter_cls().flops_per_item())
     print(f"KNOBS {Path(args.adapter).stem} on {summary['device']} (torch {summary['torch']}), "
