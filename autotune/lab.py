@@ -69,13 +69,17 @@ def run_lab(
     measure: MeasureSettings,
     on_result: Callable[[LabRow, int, TrialResult], None] | None = None,
 ) -> dict[int, list[TrialResult]]:
-    """Run every row `repeats` times, rotating the order each round; results by row index."""
+    """Run every row `repeats` times, rotating the order each round; results by row index.
+    A compiled row's compile counts apart from `trial_timeout`, as a search trial's does
+    (`TrialRequest.compile_grace`): it may take as long again compiling, so a compile of
+    varying shapes (minutes) is not killed by a limit meant for measuring."""
     results: dict[int, list[TrialResult]] = {row.index: [] for row in rows}
     for rep in range(repeats):
         shift = rep % len(rows)
         for row in rows[shift:] + rows[:shift]:
             request = TrialRequest(adapter=str(adapter_path), config=row.config, device=device,
-                                   measure=measure, number=row.index, diagnose=False)
+                                   measure=measure, number=row.index, diagnose=False,
+                                   compile_grace=trial_timeout)
             result = runner.run(request, out / "runs" / f"row{row.index}-rep{rep}",
                                 timeout=trial_timeout)
             results[row.index].append(result)

@@ -137,6 +137,8 @@ def test_every_row_runs_once_per_round_in_its_own_folder(tmp_path: Path) -> None
         assert request.diagnose is False
         assert request.measure == QUICK and request.device == "cpu"
         assert timeout == 123.0
+        # The compile counts apart, as in a search (the runner applies it to compiled rows).
+        assert request.compile_grace == 123.0
 
 
 def test_on_result_sees_each_run_with_its_round(tmp_path: Path) -> None:

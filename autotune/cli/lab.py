@@ -23,7 +23,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     lab.add_argument("--out", type=Path, default=None,
                      help="folder for lab.json, lab.md and the runs (default: results/ADAPTER-lab)")
     lab.add_argument("--trial-timeout", type=positive(float), default=300.0,
-                     help="seconds one run may take, compile included (default 300)")
+                     help="seconds one run may take, compile apart: a compiled row may take as "
+                          "long again compiling (default 300)")
     lab.add_argument("--measure-seconds", type=positive(float), default=15.0,
                      help="most seconds of timed windows per run (default 15)")
     lab.set_defaults(func=run)
