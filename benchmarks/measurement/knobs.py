@@ -35,8 +35,11 @@ import autotune  # noqa: E402
 from autotune.contract.config import KNOB, TrainConfig, read_config  # noqa: E402
 from autotune.contract.request import MeasureSettings, TrialRequest  # noqa: E402
 from autotune.contract.result import Status, TrialResult  # noqa: E402
+from autotune.study.execution.forkserver import ForkServerRunner  # noqa: E402
 from autotune.study.execution.runner import SubprocessRunner  # noqa: E402
 
+FORKED = " (forked)"
+"""The suffix of a config's name run as a search trial is: forked from a warm server."""
 KERNEL_KNOBS = ("optimizer_impl", "memory_format", "sdpa_backend", "cudnn_benchmark")
 REPO = Path(__file__).resolve().parents[2]
 
@@ -103,26 +106,37 @@ def variants_of(texts: list[str]) -> dict[str, dict[str, str]]:
 def run_rounds(args: argparse.Namespace, configs: list[tuple[str, TrainConfig]], unit: str,
                envs: dict[str, dict[str, str]] | None = None) -> dict[str, list[TrialResult]]:
     """Every config once a round, `args.runs` rounds; a config named in `envs` runs with those
-    environment variables added."""
+    environment variables added; one named FORKED's run is forked from a warm server, as a
+    search trial is (`ForkServerRunner`), the others are fresh processes, as confirmation runs."""
     runs: dict[str, list[TrialResult]] = {name: [] for name, _ in configs}
     measure = MeasureSettings(budget_seconds=args.measure_seconds)
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp) / "compile-cache"
-        runners = {name: SubprocessRunner(cache_dir=cache, env=(envs or {}).get(name))
+        forked = ForkServerRunner(log=Path(tmp) / "forkserver.log", cache_dir=cache)
+        runners = {name: forked if name.endswith(FORKED)
+                   else SubprocessRunner(cache_dir=cache, env=(envs or {}).get(name))
                    for name, _ in configs}
-        for i in range(args.runs):
-            for name, config in configs:
-                runner = runners[name]
-                request = TrialRequest(adapter=args.adapter, config=config, device=args.device,
-                                       measure=measure, number=i, diagnose=False)
-                result = runner.run(request, Path(tmp) / f"{len(runs[name])}-{name}",
-                                    timeout=args.timeout)
-                runs[name].append(result)
-                ok = result.status is Status.OK and result.throughput
-                said = (f"{result.throughput:,.0f} {unit}/s" if ok
-                        else f"{result.status.value} {result.reason}")
-                print(f"round {i + 1}/{args.runs} {name}: {said}", flush=True)
+        try:
+            _rounds(args, configs, unit, runners, runs, measure, Path(tmp))
+        finally:
+            forked.close()
     return runs
+
+
+def _rounds(args: argparse.Namespace, configs: list[tuple[str, TrainConfig]], unit: str,
+            runners: dict[str, SubprocessRunner], runs: dict[str, list[TrialResult]],
+            measure: MeasureSettings, tmp: Path) -> None:
+    for i in range(args.runs):
+        for name, config in configs:
+            request = TrialRequest(adapter=args.adapter, config=config, device=args.device,
+                                   measure=measure, number=i, diagnose=False)
+            result = runners[name].run(request, tmp / f"{len(runs[name])}-{name}",
+                                       timeout=args.timeout)
+            runs[name].append(result)
+            ok = result.status is Status.OK and result.throughput
+            said = (f"{result.throughput:,.0f} {unit}/s" if ok
+                    else f"{result.status.value} {result.reason}")
+            print(f"round {i + 1}/{args.runs} {name}: {said}", flush=True)
 
 
 def summary_of(args: argparse.Namespace, configs: list[tuple[str, TrainConfig]],
@@ -179,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--extra", type=Path, action="append", default=[],
                    help="a whole config (YAML of knobs or best.yaml) to run beside the others, "
                         "named by its file's stem; repeatable")
+    p.add_argument("--forked", action="store_true",
+                   help="run every config a second time each round, forked from a warm server "
+                        "as a search trial is (named 'NAME (forked)'), beside its fresh process")
     p.add_argument("--variant", action="append", default=[],
                    help="NAME:VAR=VALUE[,VAR=VALUE]: the base config again, run with these "
                         "environment variables (e.g. an inductor setting); repeatable")
@@ -192,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     configs += [(path.stem, read_config(path)) for path in args.extra]
     envs = variants_of(args.variant)
     configs += [(name, base) for name in envs]
+    if args.forked:
+        configs += [(name + FORKED, config) for name, config in configs if name not in envs]
     adapter_cls = autotune.load_adapter(args.adapter)
     unit = adapter_cls.unit
     runs = run_rounds(args, configs, unit, envs)

@@ -104,12 +104,14 @@ def fit_to_time(cands: Sequence[Candidate], seconds: float,
                 run: Callable[[Candidate], float]) -> list[Candidate]:
     """The candidates a confirmation of `seconds` can decide between: a first round of each
     and a second run of the leader by the search, as `run` plans them. Drops the slowest by
-    the search (never the baseline, nor the leader) until that fits. Where every candidate
-    fits only one run, none gets a second and no lead can be called: an H100 ResNet search
-    confirmed its 3 leaders and the baseline once each in 162 s and ended `confidence low`."""
+    the search (never the baseline, the leader, nor a `steady` one) until that fits. Where
+    every candidate fits only one run, none gets a second and no lead can be called: an H100
+    ResNet search confirmed its 3 leaders and the baseline once each in 162 s and ended
+    `confidence low`."""
     kept = list(cands)
     while True:
         others = sorted((c for c in kept if not c.baseline), key=lambda c: -c.search_throughput)
-        if len(others) <= 1 or sum(map(run, kept)) + run(others[0]) <= seconds:
+        droppable = [c for c in others[1:] if not c.steady]
+        if not droppable or sum(map(run, kept)) + run(others[0]) <= seconds:
             return kept
-        kept.remove(others[-1])
+        kept.remove(droppable[-1])

@@ -60,13 +60,14 @@ def trial(
     duration: float = 10.0,
     state: TrialState = TrialState.COMPLETE,
     extra_attrs: dict[str, Any] | None = None,
+    result: dict[str, Any] | None = None,
     **changes: Any,
 ) -> TrialRecord:
     """A trial as the study stores it (its user attributes), read back as a record."""
     attrs: dict[str, Any] = {
         "config": config(**changes),
         "result": {"status": status, "throughput": value if status == "ok" else None,
-                   "unit": "samples", "duration_seconds": duration},
+                   "unit": "samples", "duration_seconds": duration, **(result or {})},
         "role": "baseline" if baseline else "",
         "baseline": baseline,
         **(extra_attrs or {}),
@@ -123,6 +124,32 @@ def test_failed_baseline_is_not_a_candidate() -> None:
     ts = [trial(0, 0.0, status="oom", baseline=True), trial(1, 100.0, batch_size=4),
           trial(2, 200.0, batch_size=16)]
     assert [c.trial for c in candidates(ts, 2)] == [2, 1]
+
+
+def test_the_fastest_steady_config_takes_the_last_place_when_no_leader_settled() -> None:
+    # The H100's held-out tabular model: leaders read 64-67k with windows 17-24% apart and ran
+    # 44-52k fresh; a config read 58.6k with windows 5.5% apart and was left out.
+    def noisy(number: int, rate: float, spread: float, converged: bool, **c: Any
+              ) -> TrialRecord:
+        return trial(number, rate, result={"spread": spread, "converged": converged}, **c)
+
+    ts = [noisy(0, 21_000.0, 0.13, False, baseline=True),
+          noisy(9, 67_300.0, 0.24, False, batch_size=16),
+          noisy(6, 64_800.0, 0.04, False, batch_size=32),
+          noisy(23, 64_100.0, 0.17, False, batch_size=64),
+          noisy(13, 58_600.0, 0.055, True, batch_size=4),
+          noisy(30, 50_400.0, 0.02, True, batch_size=2)]  # steady too, but slower
+    cands = candidates(ts, 3)
+    assert [c.trial for c in cands] == [9, 6, 13, 0]
+    assert [c.steady for c in cands] == [False, False, True, False]
+    # Kept as the leader is when time is short: the noisy runner-up goes first.
+    assert [c.trial for c in fit_to_time(cands, 10.0, lambda c: c.duration_seconds)] == [9, 13, 0]
+    # Not when one leader settled, nor when the steady config is below the leader's spread.
+    settled = [*ts[:3], noisy(23, 64_100.0, 0.02, True, batch_size=64), *ts[4:]]
+    assert [c.trial for c in candidates(settled, 3)] == [9, 6, 23, 0]
+    tight = [ts[0], noisy(9, 67_300.0, 0.05, False, batch_size=16), *ts[2:]]
+    assert [c.trial for c in candidates(tight, 3)] == [9, 6, 23, 0]
+    assert [c.trial for c in candidates(ts, 1)] == [9, 0]  # one place: the leader's
 
 
 def test_no_candidates_without_ok_trials() -> None:
