@@ -104,3 +104,33 @@ def test_fidelity_compares_each_long_run_with_the_estimates_either_side() -> Non
     high = fidelity.bracketed_errors([10.4e3, 10.6e3, 10.2e3], [10.0e3, 10.0e3])
     assert [round(e, 3) for e in high] == [0.05, 0.04]
     assert fidelity.bracketed_errors([10.0e3, 10.0e3], [10.0e3, 10.0e3]) == []  # E L E L
+
+
+def test_the_long_run_builds_the_loader_a_user_would_for_any_dataset() -> None:
+    # An IterableDataset (adapters/stream_audio.py) crashed the H100 fidelity run: the loop
+    # asked PyTorch to shuffle it (2026-11-26). The adapter's collate and make_loader count too.
+    import torch
+
+    import autotune
+
+    long_run = benchmark_script("measurement/long_run.py")
+    knobs = {"batch_size": 2, "num_workers": 0}
+
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self) -> Any:
+            return iter(range(5))
+
+    class Plain(autotune.Adapter):
+        def loader_args(self) -> dict[str, Any]:
+            return {"collate_fn": lambda items: ("collated", items)}
+
+    assert list(long_run.user_loader(Plain(), Stream(), knobs)) == [
+        ("collated", [0, 1]), ("collated", [2, 3])]  # in order, the partial batch dropped
+    shuffled = long_run.user_loader(Plain(), list(range(64)), knobs)
+    assert isinstance(shuffled.sampler, torch.utils.data.RandomSampler)
+
+    class Own(autotune.Adapter):
+        def make_loader(self, dataset: Any, **given: Any) -> Any:
+            return [("own", given["batch_size"], len(dataset))]
+
+    assert list(long_run.user_loader(Own(), [1, 2, 3], knobs)) == [("own", 2, 3)]

@@ -15,10 +15,28 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 
 import autotune
+from autotune.adapter import defines
+
+
+def user_loader(adapter: autotune.Adapter, dataset: Any, knobs: dict[str, Any]) -> Iterable[Any]:
+    """The loader a user's loop builds with best.yaml's knobs: the adapter's own `make_loader`,
+    or a DataLoader with its `loader_args` (collate, sampler), shuffled and dropping the last
+    partial batch unless those say otherwise; an IterableDataset is never shuffled (PyTorch
+    refuses, and it orders itself)."""
+    if defines(type(adapter), "make_loader"):
+        return adapter.make_loader(dataset, **knobs)
+    args = dict(adapter.loader_args())
+    args.setdefault("drop_last", True)
+    if not isinstance(dataset, torch.utils.data.IterableDataset) and "sampler" not in args \
+            and "batch_sampler" not in args:
+        args.setdefault("shuffle", True)
+    return torch.utils.data.DataLoader(dataset, **args, **knobs)
 
 
 def main() -> None:
@@ -44,8 +62,7 @@ def main() -> None:
     # loop that left this out ran GPT-2's winner eager, 367k tokens/s against 482k measured.
     step_loss = cfg.wrap_loss(adapter.loss)
     scaler = cfg.grad_scaler(device.type)
-    loader = torch.utils.data.DataLoader(adapter.dataset(), shuffle=True, drop_last=True,
-                                         **cfg.dataloader_kwargs())
+    loader = user_loader(adapter, adapter.dataset(), cfg.dataloader_kwargs())
 
     def batches():
         while True:  # epochs
