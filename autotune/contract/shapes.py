@@ -45,13 +45,24 @@ def padding_note(shape_range: str, shape_count: int | None,
     seen = f", {shape_count} distinct shapes" if shape_count else ""
     if not ranges:
         return f"Batch shapes vary from batch to batch{seen}."
-    widest = max(ranges, key=lambda r: r[2] - r[1])
+    # A tensor's first dimension is the batch's samples: padding is advice for a length, not
+    # for it (a sampler batching by length varies how many samples a batch holds).
+    lengths = [r for r in ranges if not r[0].endswith("[0]")]
+    samples = ("" if len(lengths) == len(ranges) else
+               " The number of samples a batch varies too (a sampler batching by length, a last "
+               "partial batch): each batch size is a shape of its own as well.")
+    if not lengths:
+        return (f"Batch shapes vary from batch to batch ({shape_range}{seen}): the number of "
+                "samples a batch varies (a sampler batching by length, a last partial batch), so a "
+                "compile with static shapes or reduce-overhead's one CUDA graph per shape pays for "
+                "each batch size; batches of a fixed size (drop_last) keep one.")
+    widest = max(lengths, key=lambda r: r[2] - r[1])
     left = padded_shapes(widest[1], widest[2], multiple)
     return (f"Batch shapes vary from batch to batch ({shape_range}{seen}): padding "
             f"{widest[0]} to a multiple of {multiple} would leave at most {left} "
             f"{'size' if left == 1 else 'sizes'}, so a compile with static shapes or "
             f"reduce-overhead's one CUDA graph per shape would pay for {left}, not one per "
-            f"length.")
+            f"length.{samples}")
 
 
 def shapes_block(*, vary: bool | None, shape_range: str | None, count: int | None,

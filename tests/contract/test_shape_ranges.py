@@ -32,6 +32,17 @@ def test_the_padding_note_names_the_widest_range() -> None:
     assert f"padding input_ids[1] to a multiple of {PAD_MULTIPLE} would leave at most 9" in note
 
 
+def test_the_padding_note_pads_a_length_never_the_batch_dimension() -> None:
+    # A bucketing sampler's batches (held out, 2-CPU VM, 2026-11-26): 13-277 sequences of
+    # 22-127 tokens. The note advised padding the sequence count, tokens[0], to 64.
+    note = padding_note("tokens[0] 13-277, tokens[1] 22-127, lengths[0] 13-277", 34)
+    assert f"padding tokens[1] to a multiple of {PAD_MULTIPLE} would leave at most 2" in note
+    assert "The number of samples a batch varies too" in note
+    only = padding_note("x[0] 13-64, y[0] 13-64", 20)
+    assert "to a multiple of" not in only
+    assert "the number of samples a batch varies" in only and "drop_last" in only
+
+
 def test_shapes_block() -> None:
     assert shapes_block(vary=None, shape_range=None, count=None, dynamic=None) is None
     assert shapes_block(vary=False, shape_range=None, count=1, dynamic=False) == {"vary": False}
