@@ -195,7 +195,7 @@ class TrainStep:
                     "dataset smaller than one batch with drop_last, or a make_loader that "
                     "returns an iterator instead of an iterable that starts over") from None
         except Exception as exc:
-            blame(exc, "the loader (dataset, collate_fn, sampler)")
+            blame(exc, "loader (dataset, collate_fn, sampler)")
             raise
 
     def __call__(self) -> StepResult:

@@ -222,7 +222,17 @@ def test_a_loader_without_a_batch_says_why(tiny_step: Any) -> None:
     step = tiny_step(TrainConfig(batch_size=1024))  # 512 samples, full batches only
     with pytest.raises(RuntimeError, match="the loader yielded no batch") as excinfo:
         step.start_loader()
-    assert blamed(excinfo.value) == "the loader (dataset, collate_fn, sampler)"
+    assert blamed(excinfo.value) == "loader (dataset, collate_fn, sampler)"
+
+
+def test_a_dataloader_returned_as_the_dataset_says_what_to_return(tiny_step: Any) -> None:
+    # Batched twice, it failed in the default collate: "'DataLoader' object is not
+    # subscriptable" (a held-out adapter, 2026-11-26).
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4)))
+    with pytest.raises(TypeError, match=r"dataset\(\) returned a DataLoader: return its "
+                                        r"dataset.*make_loader") as excinfo:
+        tiny_step(TrainConfig(batch_size=8), dataset=loader)
+    assert blamed(excinfo.value) == "dataset()"
 
 
 def test_a_batch_of_any_structure_trains(test_adapters: Path) -> None:
@@ -286,7 +296,7 @@ def test_collate_and_dataset_errors_are_the_loaders(tiny_adapter: Path) -> None:
     with pytest.raises(ValueError) as excinfo:
         step.start_loader()
     step.close()
-    assert blamed(excinfo.value) == "the loader (dataset, collate_fn, sampler)"
+    assert blamed(excinfo.value) == "loader (dataset, collate_fn, sampler)"
 
 
 def test_a_bad_dataloader_argument_is_the_adapters(tiny_adapter: Path) -> None:

@@ -219,8 +219,8 @@ def test_real_training_codes_loader_works_unchanged(
 
 @pytest.mark.parametrize(
     ("config", "part"),
-    [(TrainConfig(batch_size=8), "the loader (dataset, collate_fn, sampler)"),
-     (TrainConfig(batch_size=8, num_workers=1), "the loader (dataset, collate_fn, sampler)")],
+    [(TrainConfig(batch_size=8), "loader (dataset, collate_fn, sampler)"),
+     (TrainConfig(batch_size=8, num_workers=1), "loader (dataset, collate_fn, sampler)")],
     ids=["in-process", "in-a-worker"],
 )
 def test_a_collate_error_is_the_adapters(tmp_path: Path, config: TrainConfig, part: str) -> None:
