@@ -129,8 +129,11 @@ def test_the_long_run_builds_the_loader_a_user_would_for_any_dataset() -> None:
     shuffled = long_run.user_loader(Plain(), list(range(64)), knobs)
     assert isinstance(shuffled.sampler, torch.utils.data.RandomSampler)
 
-    class Own(autotune.Adapter):
-        def make_loader(self, dataset: Any, **given: Any) -> Any:
-            return [("own", given["batch_size"], len(dataset))]
+    class Own(autotune.Adapter):  # every knob by name, as the adapter's docs promise
+        def make_loader(self, dataset: Any, *, batch_size: int, num_workers: int,
+                        prefetch_factor: int | None, pin_memory: bool,
+                        persistent_workers: bool) -> Any:
+            return [("own", batch_size, prefetch_factor, persistent_workers, len(dataset))]
 
-    assert list(long_run.user_loader(Own(), [1, 2, 3], knobs)) == [("own", 2, 3)]
+    assert list(long_run.user_loader(Own(), [1, 2, 3], {**knobs, "pin_memory": False})) == [
+        ("own", 2, None, False, 3)]

@@ -208,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     configs = configs_to_compare(base, args.knob or list(KERNEL_KNOBS), args.device)
     configs += [(path.stem, read_config(path)) for path in args.extra]
     envs = variants_of(args.variant)
+    taken = [name for name in envs if any(name == n for n, _ in configs)]
+    if taken:
+        raise SystemExit(f"--variant {taken[0]}: a config of that name runs already; name the "
+                         "variant otherwise")
     configs += [(name, base) for name in envs]
     if args.forked:
         configs += [(name + FORKED, config) for name, config in configs if name not in envs]

@@ -29,12 +29,14 @@ def user_loader(adapter: autotune.Adapter, dataset: Any, knobs: dict[str, Any]) 
     or a DataLoader with its `loader_args` (collate, sampler), shuffled and dropping the last
     partial batch unless those say otherwise; an IterableDataset is never shuffled (PyTorch
     refuses, and it orders itself)."""
-    if defines(type(adapter), "make_loader"):
-        return adapter.make_loader(dataset, **knobs)
+    if defines(type(adapter), "make_loader"):  # all five knobs, as the tool gives them
+        return adapter.make_loader(dataset, **{"prefetch_factor": None,
+                                               "persistent_workers": False, **knobs})
     args = dict(adapter.loader_args())
     args.setdefault("drop_last", True)
-    if not isinstance(dataset, torch.utils.data.IterableDataset) and "sampler" not in args \
-            and "batch_sampler" not in args:
+    if not isinstance(dataset, torch.utils.data.IterableDataset) \
+            and args.get("sampler") is None and args.get("batch_sampler") is None:
+        args.pop("sampler", None)
         args.setdefault("shuffle", True)
     return torch.utils.data.DataLoader(dataset, **args, **knobs)
 

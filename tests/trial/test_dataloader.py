@@ -224,3 +224,20 @@ def test_to_device_calls_a_batchs_own_to(device_move: list[bool]) -> None:
     old = OldEncoding()
     assert to_device([old], CPU, non_blocking=True)[0] is old and old.moved
     assert device_move == []  # their own .to moved them
+
+
+def test_a_dataloader_as_the_dataset_is_the_adapters_own_business_with_make_loader() -> None:
+    # Without make_loader it is an error that says what to return (tests/trial/test_compose.py);
+    # with it, the adapter's make_loader decides what to do with it.
+    import autotune
+    from autotune.contract.config import TrainConfig
+    from autotune.trial.features.dataloader import build_loader
+
+    class Own(autotune.Adapter):
+        def make_loader(self, dataset: Any, **knobs: Any) -> Any:
+            return dataset  # the user's loader, as it is
+
+    given = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.zeros(4, 2)))
+    assert build_loader(Own(), TrainConfig(batch_size=2), given) is given
+    with pytest.raises(TypeError, match="returned a DataLoader"):
+        build_loader(autotune.Adapter(), TrainConfig(batch_size=2), given)

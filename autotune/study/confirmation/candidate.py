@@ -52,9 +52,10 @@ def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
             chosen.append(r)
         if len(chosen) == k:
             break
-    steady = _steady(ok, chosen) if k >= 2 else None
+    steady = _steady(ok, chosen)
     if steady is not None:
-        chosen[-1] = steady
+        last = max(i for i, r in enumerate(chosen) if not r.baseline)
+        chosen[last] = steady
     base = next((r for r in ok if r.baseline), None)
     if base is not None and base not in chosen:
         chosen.append(base)
@@ -73,11 +74,13 @@ def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
 
 def _steady(ok: Sequence[MeasuredRecord], chosen: Sequence[MeasuredRecord]
             ) -> MeasuredRecord | None:
-    """The fastest converged config not chosen, when no chosen one converged and its rate is
-    within the leader's spread of the leader's; else None."""
-    if not chosen or any(r.result.converged is not False for r in chosen if not r.baseline):
+    """The fastest converged config not chosen, when none of the chosen (the baseline apart,
+    at least two) converged and its rate is within the leader's spread of the leader's; else
+    None."""
+    top = [r for r in chosen if not r.baseline]
+    if len(top) < 2 or any(r.result.converged is not False for r in top):
         return None
-    leader = chosen[0]
+    leader = top[0]
     floor = leader.rate * (1.0 - (leader.result.spread or 0.0))
     picked = {r.config for r in chosen}
     return next((r for r in ok if r.result.converged is True and not r.baseline

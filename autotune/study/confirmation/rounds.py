@@ -89,7 +89,7 @@ def run_confirmation(
             gave_way.extend(c.search_throughput for c in
                             _crowded_out(round_[0], round_[i:], runs, left, repeats=repeats))
             if gave_way and cand.search_throughput <= max(gave_way) and not cand.baseline \
-                    and cand is not round_[0]:
+                    and cand is not round_[0] and not _first_steady(cand, runs):
                 continue  # it gives way, as does any config as slow as one that gave way
             started += 1
             request = TrialRequest(adapter=str(adapter), config=cand.config, device=device,
@@ -153,14 +153,21 @@ def _crowded_out(lead: Candidate, rest: Sequence[Candidate], runs: dict[int, lis
     owed = max(0, repeats - sum(r.status is Status.OK for r in runs[lead.trial])
                - (lead in rest))  # the leader's run in this round is one of them
     need = sum(map(cost, rest)) + owed * cost(lead)
-    droppable = sorted((c for c in rest if c is not lead and not c.baseline),
-                       key=lambda c: c.search_throughput)
+    droppable = sorted((c for c in rest if c is not lead and not c.baseline
+                        and not _first_steady(c, runs)), key=lambda c: c.search_throughput)
     dropped = []
     while droppable and need > left:
         slowest = droppable.pop(0)
         dropped.append(slowest)
         need -= cost(slowest)
     return dropped
+
+
+def _first_steady(c: Candidate, runs: dict[int, list[TrialResult]]) -> bool:
+    """Whether `c` is the steady candidate (`Candidate.steady`) before its first fresh run: it
+    is there because the faster ones' search reads may stand above what they run, and the
+    slowest by the search, it would be the first to give way."""
+    return c.steady and not runs[c.trial]
 
 
 def _leader(round_: Sequence[Candidate], runs: dict[int, list[TrialResult]]) -> Candidate:

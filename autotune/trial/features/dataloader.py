@@ -36,7 +36,7 @@ def loader_knobs(config: TrainConfig) -> dict[str, Any]:
 def build_loader(adapter: Adapter, config: TrainConfig, dataset: Any) -> Iterable[Any]:
     """The adapter's loader (`make_loader`) or a DataLoader of its `loader_args` under the
     loader knobs; workers die with this process either way (see lifetime.py)."""
-    if isinstance(dataset, DataLoader):
+    if isinstance(dataset, DataLoader) and not defines(type(adapter), "make_loader"):
         with blaming("dataset()"):
             raise TypeError(
                 "dataset() returned a DataLoader: return its dataset (the tool builds the "

@@ -150,6 +150,10 @@ def test_the_fastest_steady_config_takes_the_last_place_when_no_leader_settled()
     tight = [ts[0], noisy(9, 67_300.0, 0.05, False, batch_size=16), *ts[2:]]
     assert [c.trial for c in candidates(tight, 3)] == [9, 6, 23, 0]
     assert [c.trial for c in candidates(ts, 1)] == [9, 0]  # one place: the leader's
+    # A baseline among the fastest is no leader, nor does it take a place from a config.
+    fast_base = [noisy(0, 70_000.0, 0.2, True, baseline=True), *ts[1:]]
+    assert [c.trial for c in candidates(fast_base, 3)] == [0, 9, 13]
+    assert [c.trial for c in candidates(fast_base, 2)] == [0, 9]
 
 
 def test_no_candidates_without_ok_trials() -> None:
@@ -804,6 +808,20 @@ def test_a_config_far_behind_gives_way_to_the_leaders_second_run(tmp_path: Path)
                            deadline=47.0, seed=seed)
         assert runner.count(2) == 2 and runner.count(0) == 1, runner.order
         assert runner.count(1) == 0  # the slowest by the search gave way
+
+
+def test_the_steady_config_runs_once_before_it_may_give_way(tmp_path: Path) -> None:
+    # The slowest by the search, it gave way first in every round, and the unsettled leader
+    # whose search read it stood in for ran twice instead (found in review, 2026-11-26).
+    for seed in range(6):
+        rates = {9: oks(46_000.0, 47_000.0), 13: oks(59_000.0), 0: oks(21_000.0)}
+        runner = ScriptedRunner({n: [r.replace(duration_seconds=11.0) for r in rs]
+                                 for n, rs in rates.items()})
+        cands = [cand(9, 67_300.0), dataclasses.replace(cand(13, 58_600.0), steady=True),
+                 cand(0, 21_000.0, baseline=True)]
+        timed_confirmation(tmp_path, cands, runner, lengths=defaultdict(lambda: 11.0),
+                           deadline=35.0, seed=seed)
+        assert runner.count(13) == 1, runner.order
 
 
 def test_runs_are_costed_at_their_own_length_and_the_nearest_contender_is_not_crowded_out(
