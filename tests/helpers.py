@@ -206,13 +206,18 @@ def check_padded_per_batch(adapter: Any, samples: list[dict[str, Any]], collate:
     assert torch.equal(batch["labels"][real], batch["input_ids"][real])
 
 
+def tiny_example(monkeypatch: Any, path: Path, sizes: dict[str, str]) -> Path:
+    """`path`, an example adapter, at the tiny `sizes` (environment variables it reads when it
+    is imported)."""
+    for name, value in sizes.items():
+        monkeypatch.setenv(name, value)
+    return path
+
+
 def tiny_transformers_example(monkeypatch: Any, path: Path, sizes: dict[str, str]) -> Path:
-    """`path`, a transformers example, at the tiny `sizes` (environment variables it reads at
-    import); skips the test without transformers."""
+    """`tiny_example` for a transformers example: skips the test without transformers."""
     import pytest
 
     pytest.importorskip("transformers", reason=f"{path.relative_to(REPO_ROOT)} needs "
                                                "pip install -e '.[hf]'")
-    for name, value in sizes.items():
-        monkeypatch.setenv(name, value)  # read when the adapter is imported
-    return path
+    return tiny_example(monkeypatch, path, sizes)

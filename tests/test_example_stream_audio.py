@@ -8,7 +8,7 @@ import importlib
 
 import pytest
 import torch
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, tiny_example
 
 from autotune import TrainConfig, load_adapter
 from autotune.trial.compose import compose
@@ -19,9 +19,7 @@ TINY = {"AUDIO_CLIPS": "24", "AUDIO_LENGTH": "256", "AUDIO_CLASSES": "3", "AUDIO
 
 @pytest.fixture
 def tiny(monkeypatch: pytest.MonkeyPatch) -> type:
-    for name, value in TINY.items():
-        monkeypatch.setenv(name, value)  # read when the adapter is imported
-    return load_adapter(PATH)
+    return load_adapter(tiny_example(monkeypatch, PATH, TINY))
 
 
 def test_the_workers_shards_cover_the_epoch_once(tiny: type) -> None:

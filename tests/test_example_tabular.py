@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, tiny_example
 
 from autotune import TrainConfig, load_adapter
 from autotune.trial.compose import compose
@@ -18,9 +18,7 @@ TINY = {"TAB_ROWS": "64", "TAB_LEVELS": "10", "TAB_WIDTH": "8", "TAB_DEPTH": "2"
 
 @pytest.fixture
 def tiny(monkeypatch: pytest.MonkeyPatch) -> type:
-    for name, value in TINY.items():
-        monkeypatch.setenv(name, value)  # read when the adapter is imported
-    return load_adapter(PATH)
+    return load_adapter(tiny_example(monkeypatch, PATH, TINY))
 
 
 def test_a_trial_step_trains_on_dict_batches(tiny: type) -> None:
