@@ -30,6 +30,7 @@ from autotune.study.policy.eager import cannot_win
 from autotune.study.policy.pruning import report_windows
 from autotune.study.policy.ladder import Ladder
 from autotune.study.policy.starts import prunable
+from autotune.study.policy.sampler import eager_only, model_outpaces_loader
 from autotune.study.policy.telling import tell
 from autotune.study.settings import SearchListener, SearchSettings
 from autotune.study.space.bound import SearchSpace
@@ -94,6 +95,11 @@ class SlotLoop:
         self.interrupt = interrupt
         """Stops every running trial (the search's runners and its confirmation's)."""
         self.clock = clock
+        self._sampler = study.sampler
+        compiles = space.values("compile")
+        self._eager = eager_only(study.sampler) if "none" in compiles and len(compiles) > 1 \
+            else None
+        """The sampler while the model outpaces its loader (`model_outpaces_loader`)."""
 
     def run(self, slots: TrialSlots, deadline: float | None, finish: Finish) -> None:
         """Keep every slot busy while the budget lasts; `finish` each trial as it ends."""
@@ -173,6 +179,9 @@ class SlotLoop:
         self._step_over()
         with self.lock:  # the next guided start, queued once whichever host feeds it
             self.state.ladder.feed(self.study, self.space, skip=self.needless)
+        if self._eager is not None:  # guided starts (enqueued) keep their own compile
+            outpaced = model_outpaces_loader(self.objectives[0].finished())
+            self.study.sampler = self._eager if outpaced else self._sampler
         trial = ask(self.study)
         self.state.beats[trial.number] = beat = ExitStack()
         beat.enter_context(beating(self.study, trial._trial_id))

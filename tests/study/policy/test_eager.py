@@ -547,3 +547,48 @@ def test_a_compiled_loss_that_lost_to_eager_does_not_hold_back_a_compiled_model(
     assert cannot_win(EAGER.replace(compile="default"), [eager, lost]) is None
     bound = cannot_win(scoped.replace(batch_size=32), [eager, lost])
     assert bound is not None and "compile=default+loss ran slower than eager" in bound[1]
+
+
+def loader_bound(call: int, request: Any) -> TrialResult:
+    """A held-out input-bound loader (H100, 2026-11-26): the rate is the loader's, set by the
+    workers; the model alone runs three times as fast, and compiling it moves nothing."""
+    config = request.config
+    rate = 1.4e3 + 700.0 * min(config.num_workers, 15)
+    return TrialResult(status=Status.OK, throughput=rate, diagnosis=Diagnosis(
+        verdict=Verdict.INPUT, suggestion="", throughput=rate, loader_rate=rate,
+        compute_rate=3 * rate, data_wait_fraction=0.6, gpu_busy_fraction=0.2))
+
+
+def test_the_sampler_proposes_no_compile_while_the_model_outpaces_its_loader(
+        tmp_path: Path) -> None:
+    # Five compiled proposals took 68 of that search's 262 s, none above the eager leader.
+    class Loader(Adapter):
+        unit = "clips"
+        batch_size = 64
+
+    raw = {"num_workers": {"low": 0, "high": 16}, "amp_dtype": {"choices": ["fp32", "bf16"]},
+           "compile": {"choices": ["none", "default", "reduce-overhead"]},
+           "pin_memory": {"choices": [False, True]}}
+    _, study = fake_search(tmp_path, raw, Loader, loader_bound, trials=24)
+    proposed = [r for r in read_records(study) if r.config is not None and not r.role]
+    assert len(proposed) >= 5  # the sampler's own proposals, past the guided starts
+    assert all(r.config.compile == "none" for r in proposed), [
+        (r.number, r.config.describe()) for r in proposed]
+
+
+def test_the_model_outpaces_its_loader_only_when_the_best_waits_for_it_by_a_margin() -> None:
+    from autotune.study.policy.sampler import MODEL_HEADROOM, model_outpaces_loader
+
+    def best(verdict: Verdict, model: float | None) -> list[TrialRecord]:
+        record = done(1, EAGER, verdict, throughput=1000.0, loader_rate=1000.0)
+        assert record.result is not None and record.result.diagnosis is not None
+        diagnosis = dataclasses.replace(record.result.diagnosis, compute_rate=model)
+        record = dataclasses.replace(
+            record, result=dataclasses.replace(record.result, diagnosis=diagnosis))
+        return [done(0, BASE, Verdict.INPUT, role="baseline", throughput=10.0), record]
+
+    assert model_outpaces_loader(best(Verdict.INPUT, 3000.0))
+    assert not model_outpaces_loader(best(Verdict.INPUT, 1000.0 * MODEL_HEADROOM * 0.9))
+    assert not model_outpaces_loader(best(Verdict.COMPUTE, 3000.0))  # compiling may pay
+    assert not model_outpaces_loader(best(Verdict.INPUT, None))  # not measured: may pay
+    assert not model_outpaces_loader([])
