@@ -36,16 +36,16 @@ def loader_knobs(config: TrainConfig) -> dict[str, Any]:
 def build_loader(adapter: Adapter, config: TrainConfig, dataset: Any) -> Iterable[Any]:
     """The adapter's loader (`make_loader`) or a DataLoader of its `loader_args` under the
     loader knobs; workers die with this process either way (see lifetime.py)."""
-    if isinstance(dataset, DataLoader) and not defines(type(adapter), "make_loader"):
+    if defines(type(adapter), "make_loader"):
+        with blaming("make_loader(dataset, **knobs)"):
+            return apply_dataloader(dataset, loader_knobs(config),
+                                    make_loader=adapter.make_loader)
+    if isinstance(dataset, DataLoader):  # a loader of its own is make_loader's business
         with blaming("dataset()"):
             raise TypeError(
                 "dataset() returned a DataLoader: return its dataset (the tool builds the "
                 "loader with the knobs it searches, your collate_fn and sampler from "
                 "loader_args()), or build the whole loader in make_loader(dataset, **knobs)")
-    if defines(type(adapter), "make_loader"):
-        with blaming("make_loader(dataset, **knobs)"):
-            return apply_dataloader(dataset, loader_knobs(config),
-                                    make_loader=adapter.make_loader)
     with blaming("loader_args()"):
         args = adapter.loader_args()
     with blaming("the DataLoader built from loader_args()"):
