@@ -9,7 +9,8 @@ from collections.abc import Sequence
 import optuna
 
 from autotune.contract.result import Verdict
-from autotune.study.store.records import TrialRecord, measured
+from autotune.study.policy.eager import _measured
+from autotune.study.store.records import TrialRecord
 
 __all__ = ["MODEL_HEADROOM", "eager_only", "model_outpaces_loader", "sampler"]
 
@@ -49,8 +50,7 @@ def model_outpaces_loader(records: Sequence[TrialRecord]) -> bool:
     MODEL_HEADROOM x the loader's rate: compiling a proposal's model then buys nothing, and its
     loader knobs are measured as well eager. A held-out input-bound loader on an H100 (2026-11-26)
     spent 68 of its search's 262 s on five compiled proposals, none above the eager leader."""
-    ran = [r for r in measured(records) if r.ok and r.value and r.duplicate_of is None]
-    best = max(ran, key=lambda r: r.rate, default=None)
+    best = max(_measured(records), key=lambda r: r.rate, default=None)
     diagnosis = best.result.diagnosis if best is not None else None
     if diagnosis is None or diagnosis.verdict is not Verdict.INPUT:
         return False
