@@ -12,10 +12,14 @@ from typing import Any
 from autotune.contract.files import atomic_write_text
 from autotune.contract.noise import Noise
 
-__all__ = ["NOT_RUN", "Diagnosis", "Fingerprint", "HostCpu", "Status", "TrialResult", "Verdict"]
+__all__ = ["NOT_RUN", "RECOMPILING", "Diagnosis", "Fingerprint", "HostCpu", "Status", "TrialResult", "Verdict"]
 
 NOT_RUN = "not run"
 """How the reason of a result that did not run begins (`TrialResult.ran`)."""
+
+RECOMPILING = "compiling does not settle"
+"""How the reason of an error begins when a compiled step kept recompiling in warm-up
+(`trial.warmup.RecompileStorm`): every compile mode would trace the same shapes."""
 
 
 class Status(str, enum.Enum):

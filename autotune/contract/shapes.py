@@ -46,8 +46,10 @@ def padding_note(shape_range: str, shape_count: int | None,
     if not ranges:
         return f"Batch shapes vary from batch to batch{seen}."
     # A tensor's first dimension is the batch's samples: padding is advice for a length, not
-    # for it (a sampler batching by length varies how many samples a batch holds).
-    lengths = [r for r in ranges if not r[0].endswith("[0]")]
+    # for it (a sampler batching by length varies how many samples a batch holds). Not so in a
+    # tensor of one sample, an item of a list held per sample (`[*]`): a detection target's
+    # boxes.
+    lengths = [r for r in ranges if not r[0].endswith("[0]") or "[*]" in r[0]]
     samples = ("" if len(lengths) == len(ranges) else
                " The number of samples a batch varies too (a sampler batching by length, a last "
                "partial batch): each batch size is a shape of its own as well.")

@@ -19,7 +19,7 @@ from autotune.contract.result import Status, TrialResult, Verdict
 from autotune.study.execution.protocol import Runner
 from autotune.study.policy.pruning import PRUNE_RATIO
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
-from autotune.study.policy.eager import cannot_win
+from autotune.study.policy.eager import cannot_win, recompiling
 
 __all__ = ["Objective", "Outcome"]
 
@@ -100,6 +100,12 @@ class Objective:
             # Never launched; told as infeasible so the sampler learns the combination.
             return Outcome(result=TrialResult(status=Status.ERROR, ran=False,
                                               reason=f"not run: {impossible}"))
+        storm = recompiling(config, self.finished())
+        if storm is not None:  # told as infeasible: the sampler learns compile fails here
+            return Outcome(result=TrialResult(
+                status=Status.ERROR, ran=False, reason=f"not run: compiling this step did not "
+                f"settle in trial {storm.number} (it kept recompiling on new shapes), and every "
+                f"compile mode traces the same shapes"))
         earlier = self.measured_before(config)
         if earlier is not None and earlier.result is not None:
             return Outcome(result=earlier.result, duplicate_of=earlier.number)

@@ -26,11 +26,12 @@ from autotune.study.confirmation.budget import reserve_seconds
 from autotune.study.execution.protocol import Runner
 from autotune.study.execution.slots import Job, Slots
 from autotune.study.objective import Objective, Outcome
-from autotune.study.policy.eager import cannot_win
+from autotune.study.policy.eager import cannot_win, recompiling
 from autotune.study.policy.pruning import report_windows
 from autotune.study.policy.ladder import Ladder
 from autotune.study.policy.starts import prunable
-from autotune.study.policy.sampler import eager_only, model_outpaces_loader
+from autotune.study.policy.sampler import (compile_settles_nowhere, eager_only,
+                                           model_outpaces_loader)
 from autotune.study.policy.telling import tell
 from autotune.study.settings import SearchListener, SearchSettings
 from autotune.study.space.bound import SearchSpace
@@ -138,7 +139,7 @@ class SlotLoop:
         objective = self.objectives[0]
         done = objective.finished()
         return objective.measured_before(config, done) is not None \
-            or cannot_win(config, done) is not None
+            or cannot_win(config, done) is not None or recompiling(config, done) is not None
 
     def _fill(self, slots: TrialSlots, deadline: float | None) -> None:
         s = self.settings
@@ -180,8 +181,9 @@ class SlotLoop:
         with self.lock:  # the next guided start, queued once whichever host feeds it
             self.state.ladder.feed(self.study, self.space, skip=self.needless)
         if self._eager is not None:  # guided starts (enqueued) keep their own compile
-            outpaced = model_outpaces_loader(self.objectives[0].finished())
-            self.study.sampler = self._eager if outpaced else self._sampler
+            done = self.objectives[0].finished()
+            eager = model_outpaces_loader(done) or compile_settles_nowhere(done)
+            self.study.sampler = self._eager if eager else self._sampler
         trial = ask(self.study)
         self.state.beats[trial.number] = beat = ExitStack()
         beat.enter_context(beating(self.study, trial._trial_id))

@@ -19,7 +19,8 @@ from collections.abc import Callable
 
 from autotune.contract.request import MeasureSettings
 from autotune.contract.stats import median_uncertainty, relative_spread
-from autotune.trial.warmup import Gather, Skip, Step, StepResult, WarmUp, warm_up
+from autotune.trial.warmup import (RECOMPILE_SECONDS, Gather, Skip, Step, StepResult, WarmUp,
+                                   warm_up)
 
 __all__ = [
     "Measurement",
@@ -37,10 +38,6 @@ MAX_RECOMPILED_WINDOWS = 3
 a new path) is a fixed cost, like the first compile: a transformers GPT-2 on padded batches
 recompiled once 45 steps in, and the one window around it read 845 tokens/s against 70k
 (H100, 2026-11-25). Past this many, recompiles are the step's steady state and count."""
-
-RECOMPILE_SECONDS = 0.01
-"""Compile seconds a window must hold to count as recompiled (timers' rounding aside)."""
-
 
 class NonFiniteLoss(Exception):
     """The loss became NaN or infinite: the configuration is broken, not fast."""
@@ -156,11 +153,13 @@ def measure(
     `compiled_seconds`: the process's compile seconds so far (None: unknown). A window in which
     they grew held a recompile, a fixed cost: it is dropped and timed again, at most
     `MAX_RECOMPILED_WINDOWS` times (not with `gather`: the ranks would drop windows apart).
+    In warm-up, a step that keeps recompiling raises `warmup.RecompileStorm`.
     """
     s = settings
     start = clock()
     warm = warm_up(step, sync=sync, settings=s, clock=clock, gather=gather,
-                   on_first_step=on_first_step, skip=skip, varying=varying)
+                   on_first_step=on_first_step, skip=skip, varying=varying,
+                   compiled_seconds=compiled_seconds)
     if not finite():
         raise NonFiniteLoss(f"loss was not finite during warm-up ({warm.steps} steps)")
     warmup_seconds = clock() - start

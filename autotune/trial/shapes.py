@@ -8,12 +8,14 @@ batch): the trial reads every batch it pulls.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from autotune.contract.shapes import format_ranges
 
-__all__ = ["MAX_LEAVES", "ShapeLog", "Signature", "signature"]
+__all__ = ["MAX_LEAVES", "PER_SAMPLE", "ShapeLog", "Signature", "signature"]
 
 Signature = tuple[tuple[str, tuple[int, ...]], ...]
 """Each tensor's path in the batch ("", "[0]", "input_ids", "[1].mask") and its shape."""
@@ -21,6 +23,13 @@ Signature = tuple[tuple[str, tuple[int, ...]], ...]
 MAX_LEAVES = 64
 """Tensors read per batch at most: a batch holding a list of per-sample tensors would otherwise
 cost a walk per sample (the rest of the batch is left out of its signature)."""
+
+PER_SAMPLE = 4
+"""Items of a list or tuple from which its items count as one per sample (a detection batch's
+list of images, a list of target dicts): shown as `[*]`, their ranges merged, instead of one
+range per item. Fewer are fields ((inputs, targets), (ids, mask, labels))."""
+
+_INDEX = re.compile(r"\[(\d+)\]")
 
 
 def signature(batch: Any) -> Signature:
@@ -82,9 +91,16 @@ class ShapeLog:
         return len(self.seen)
 
     def ranges(self) -> str:
-        """The varying dimensions and their ranges ("" when none varies)."""
+        """The varying dimensions and their ranges ("" when none varies); the items of a list of
+        PER_SAMPLE or more as one, `[*]`, over the smallest and largest size of any."""
+        general = _per_sample({path for path, _ in self._sizes})
+        merged: dict[tuple[str, int], tuple[int, int]] = {}
+        for (path, dim), (low, high) in self._sizes.items():
+            key = (general[path], dim)
+            was = merged.get(key, (low, high))
+            merged[key] = (min(was[0], low), max(was[1], high))
         return format_ranges((f"{path or 'batch'}[{dim}]", low, high)
-                             for (path, dim), (low, high) in self._sizes.items() if low != high)
+                             for (path, dim), (low, high) in merged.items() if low != high)
 
     def facts(self) -> ShapeFacts:
         """What the trial reports of its batches' shapes."""
@@ -101,3 +117,18 @@ class ShapeFacts:
     """The varying dimensions and their ranges (None when none varies)."""
     count: int
     """Distinct shapes seen: under `reduce-overhead`, one CUDA graph each."""
+
+
+def _per_sample(paths: Iterable[str]) -> dict[str, str]:
+    """Each path with the indices of lists holding PER_SAMPLE or more items as `[*]`."""
+    paths = list(paths)
+    indexed = {(path[:m.start()], m[1]) for path in paths for m in _INDEX.finditer(path)}
+    items = Counter(container for container, _ in indexed)  # a list's path -> its indices seen
+    out = {}
+    for path in paths:
+        general = path  # right to left: the spans of the indices left of one stay as found
+        for m in reversed(list(_INDEX.finditer(path))):
+            if items[path[:m.start()]] >= PER_SAMPLE:
+                general = general[:m.start()] + "[*]" + general[m.end():]
+        out[path] = general
+    return out

@@ -15,8 +15,8 @@ from typing import NamedTuple, Protocol
 
 from autotune.contract.request import MeasureSettings
 
-__all__ = ["Gather", "KEPT_UP", "QUEUE_EMPTY_WAIT", "RATE_STEPS", "Skip", "Step", "StepResult",
-           "WarmUp", "warm_up"]
+__all__ = ["RECOMPILE_SECONDS", "RECOMPILING_STEPS", "Gather", "KEPT_UP", "QUEUE_EMPTY_WAIT",
+           "RATE_STEPS", "RecompileStorm", "Skip", "Step", "StepResult", "WarmUp", "warm_up"]
 
 KEPT_UP = 0.01
 """A loader kept up when the steps that drained its queue in warm-up waited for it at most
@@ -31,6 +31,28 @@ RATE_STEPS = 4
 over compute seconds) agree. Steps of different lengths never take equal times: a transformers
 GPT-2 on padded batches of 512-1024 tokens was killed "still warming up" after 127 s on an H100
 waiting for that."""
+
+RECOMPILE_SECONDS = 0.01
+"""Compile seconds a step or window must hold to count as recompiled (timers' rounding aside)."""
+
+RECOMPILING_STEPS = 3
+"""Warm-up steps after the first that compiled again before a trial gives up on its compile.
+With dynamic shapes from the start, a step of varying shapes recompiles once or twice (none of
+this project's 300-odd compiled H100 trials more than once); one that keeps recompiling gives
+Dynamo a new specialization every few batches (a detection-style batch, a list of images of
+varying sizes with a varying number of boxes each: on 2 CPUs its compile was still warming up
+when the 84-s trial limit killed it), and would compile to Dynamo's recompile limit before
+running eagerly under the compiled wrapper."""
+
+
+class RecompileStorm(Exception):
+    """A compiled step kept recompiling in warm-up (RECOMPILING_STEPS): its compile does not
+    settle, whatever the mode."""
+
+    def __init__(self, *, steps: int, recompiling: int, seconds: float) -> None:
+        super().__init__(f"recompiled in {recompiling} of its first {steps} warm-up steps "
+                         f"({seconds:.0f} s compiling after the first step)")
+        self.steps, self.recompiling, self.seconds = steps, recompiling, seconds
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -79,6 +101,7 @@ def warm_up(
     on_first_step: Callable[[float], None] | None = None,
     skip: Skip | None = None,
     varying: Callable[[], bool] | None = None,
+    compiled_seconds: Callable[[], float | None] | None = None,
 ) -> WarmUp:
     """Run `step` until its compute times settle and `settings.prefetch_batches` more batches
     are drained; then, with `skip`, empty the loader's queue.
@@ -86,6 +109,10 @@ def warm_up(
     `varying` says whether the batches' shapes have varied so far: while they do, settled means
     a stable rate (items per compute second over groups of RATE_STEPS steps), not equal step
     times. Without it, or while it says no, the rule is equal step times, as it always was.
+
+    `compiled_seconds`: the process's compile seconds so far. A step after the first in which
+    they grew recompiled; RECOMPILING_STEPS of them raise `RecompileStorm` (not with `gather`:
+    each rank would decide alone).
 
     `on_first_step` is called once the first step (where compiling happens) is done, with its
     seconds. With `gather` (DDP ranks measuring as one), every decision is taken on the slowest
@@ -113,8 +140,11 @@ def warm_up(
     drained = 0  # batches consumed since step times settled
     drained_wall = drained_wait = 0.0  # their seconds, and the seconds waiting for data
     steps = 0
+    storm = _Storm(compiled_seconds if gather is None else None)
     while steps < s.max_warmup_steps:
+        storm.before()
         t = _timed(step, sync, clock, gather, varying)
+        storm.after(steps + 1)
         wall, compute = t.wall, t.compute
         wall_times.append(wall)
         compute_times.append(compute)
@@ -147,6 +177,30 @@ def warm_up(
     return WarmUp(steps=steps, compile_seconds=max(0.0, compute_times[0] - steady),
                   settled=settled, kept_up=kept_up,
                   step_wall=statistics.median(wall_times[-2:]))
+
+
+class _Storm:
+    """Counts the warm-up steps after the first whose compile seconds grew (`RecompileStorm`)."""
+
+    def __init__(self, compiled_seconds: Callable[[], float | None] | None) -> None:
+        self._read = compiled_seconds
+        self._before: float | None = None
+        self.recompiling = 0
+        self.seconds = 0.0
+
+    def before(self) -> None:
+        self._before = self._read() if self._read is not None else None
+
+    def after(self, steps: int) -> None:
+        """After warm-up step number `steps` (1: the first, where compiling is expected)."""
+        now = self._read() if self._read is not None else None
+        if steps == 1 or now is None or self._before is None:
+            return
+        if now - self._before > RECOMPILE_SECONDS:
+            self.recompiling += 1
+            self.seconds += now - self._before
+        if self.recompiling >= RECOMPILING_STEPS:
+            raise RecompileStorm(steps=steps, recompiling=self.recompiling, seconds=self.seconds)
 
 
 class _Timed(NamedTuple):

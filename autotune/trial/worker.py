@@ -22,10 +22,11 @@ from autotune.contract.events import ComposedEvent
 from autotune.contract.host import pin_to_share
 from autotune.contract.phases import Phase
 from autotune.contract.request import LAUNCH_ENV, TrialRequest
-from autotune.contract.result import Fingerprint, Status, TrialResult
+from autotune.contract.result import RECOMPILING, Fingerprint, Status, TrialResult
 from autotune.trial import compile_facts, steps
 from autotune.trial.lifetime import die_with_parent
 from autotune.trial.measure import NonFiniteLoss
+from autotune.trial.warmup import RecompileStorm
 from autotune.trial.progress import Progress
 from autotune.trial.compile_facts import Compiled
 from autotune.trial.steps import Diagnosed, Memory, Preloaded, Timed
@@ -66,6 +67,8 @@ def run_trial(request: TrialRequest, events: Path | None = None,
         result = _result(got, steps.memory(device), status=Status.OK)
     except NonFiniteLoss as exc:
         result = _result(got, steps.memory(device), status=Status.NAN, reason=str(exc))
+    except RecompileStorm as exc:
+        result = _storm(got, steps.memory(device), exc)
     except Exception as exc:  # the trial's outcome: classified, with its traceback in the log
         traceback.print_exc()
         if rank is not None:
@@ -160,6 +163,21 @@ def _result(got: _Reached, memory: Memory, *, status: Status, reason: str = "",
         host_cpu=None if timed is None else timed.host_cpu,
         noise=None if timed is None else timed.noise,
     )
+
+
+def _storm(got: _Reached, memory: Memory, exc: RecompileStorm) -> TrialResult:
+    """An error the sampler learns from, saying which shapes kept the compile going."""
+    shapes = got.step.shapes.facts() if got.step is not None else None
+    seen = ("" if shapes is None or not shapes.vary else
+            f"; its batches' shapes vary ({shapes.ranges or 'structure'}, {shapes.count} "
+            "distinct so far)")
+    reason = (f"{RECOMPILING}: {exc}{seen}. Pad the varying dimensions to a few sizes, or "
+              "search with a space file whose compile is [none] (--space)")
+    return _result(got, memory, status=Status.ERROR, reason=reason).replace(
+        recompiles=exc.recompiling, recompile_seconds=exc.seconds,
+        shapes_vary=None if shapes is None else shapes.vary,
+        shape_range=None if shapes is None else shapes.ranges,
+        shape_count=None if shapes is None else shapes.count)
 
 
 def serve(trial_dir: Path, *, started: float, preloaded: Preloaded | None = None) -> int:

@@ -43,6 +43,14 @@ def test_the_padding_note_pads_a_length_never_the_batch_dimension() -> None:
     assert "the number of samples a batch varies" in only and "drop_last" in only
 
 
+def test_the_first_dimension_of_a_tensor_held_per_sample_is_a_length() -> None:
+    # A detection batch (held out, 2-CPU VM, 2026-11-26): a fixed 8 images of 64-128 pixels and
+    # 1-5 boxes each. The note said the number of samples a batch varies.
+    note = padding_note("[0][*][1] 64-128, [1][*].boxes[0] 1-5", 168)
+    assert "number of samples" not in note
+    assert f"padding [0][*][1] to a multiple of {PAD_MULTIPLE} would leave at most 2" in note
+
+
 def test_shapes_block() -> None:
     assert shapes_block(vary=None, shape_range=None, count=None, dynamic=None) is None
     assert shapes_block(vary=False, shape_range=None, count=1, dynamic=False) == {"vary": False}

@@ -60,3 +60,25 @@ def test_a_changing_structure_varies() -> None:
     log.add(signature((torch.zeros(2), torch.zeros(2))))
     log.add(signature((torch.zeros(2),)))
     assert log.vary and log.ranges() == ""
+
+
+def detection_batch(sizes: list[int], boxes: list[int]) -> tuple[tuple, tuple]:  # type: ignore[type-arg]
+    """A detection loader's batch: per-sample images of their own sizes, per-sample targets."""
+    images = tuple(torch.zeros(3, s, s + 16) for s in sizes)
+    targets = tuple({"boxes": torch.zeros(n, 4), "labels": torch.zeros(n)} for n in boxes)
+    return images, targets
+
+
+def test_a_list_held_per_sample_is_one_range_not_one_per_item() -> None:
+    log = ShapeLog()
+    log.add(signature(detection_batch([64, 80, 96, 64], [1, 2, 3, 1])))
+    log.add(signature(detection_batch([128, 64, 64, 96], [5, 1, 2, 2])))
+    assert log.ranges() == ("[0][*][1] 64-128, [0][*][2] 80-144, [1][*].boxes[0] 1-5, "
+                            "[1][*].labels[0] 1-5")
+
+
+def test_a_few_fields_stay_apart() -> None:
+    log = ShapeLog()
+    for n in (5, 7):
+        log.add(signature((torch.zeros(8, n), torch.zeros(8, n + 1), torch.zeros(8, n + 2))))
+    assert log.ranges() == "[0][1] 5-7, [1][1] 6-8, [2][1] 7-9"

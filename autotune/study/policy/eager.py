@@ -12,6 +12,9 @@ A config is not paid for when measurements say it cannot beat the best so far:
   loader knobs, is below the best (the model's knobs, dtype or compile, cannot speed the loader);
 - its compile mode ran slower than eager in this study, or its eager twin times the best gain
   that mode measured here stays below the best (the gains, `records.TrialRecord.compile_gains`).
+
+Nor is a compile of a step whose compile kept recompiling in an earlier trial with the same
+adapter knobs (`recompiling`): every compile mode traces the same shapes.
 """
 
 from __future__ import annotations
@@ -21,13 +24,13 @@ from collections.abc import Sequence
 from autotune.contract.config import TrainConfig
 from autotune.contract.fmt import human
 from autotune.contract.request import known_incompatible
-from autotune.contract.result import Verdict
+from autotune.contract.result import RECOMPILING, Status, Verdict
 from autotune.study.policy.starts import EAGER, Start
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 
 __all__ = ["DTYPE_PRIOR", "GAIN_SLACK", "LOADER_MARGIN", "cannot_win", "compile_gains", "gain_key",
-           "dtype_starts", "gains_of", "loader_ceiling"]
+           "dtype_starts", "gains_of", "loader_ceiling", "recompiling"]
 
 DTYPE_PRIOR = ("bf16", "tf32", "fp16", "fp32")
 """The order of the eager dtype trials (a prior: it orders, it never skips)."""
@@ -158,3 +161,14 @@ def cannot_win(config: TrainConfig, finished: Sequence[TrialRecord]
                           f"{twin.number}) x the best gain of compile={gain_key(config)} here "
                           f"({gain:.2f}x), below the best so far ({human(best)}/s)")
     return None
+
+
+def recompiling(config: TrainConfig, finished: Sequence[TrialRecord]) -> TrialRecord | None:
+    """The trial whose compile kept recompiling (`contract.result.RECOMPILING`) with `config`'s
+    adapter knobs, when `config` compiles: its compile would not settle either (a padding knob
+    of the adapter's may change the shapes, so only the same knobs count)."""
+    if config.compile == "none":
+        return None
+    return next((r for r in finished if r.status is Status.ERROR and r.result is not None
+                 and r.result.reason.startswith(RECOMPILING)
+                 and r.config is not None and r.config.params == config.params), None)

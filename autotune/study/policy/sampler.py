@@ -1,5 +1,6 @@
 """The sampler that proposes the search's configurations: multivariate TPE, or random search;
-and the same sampler with `compile` held at "none" while the model outpaces its loader."""
+and the same sampler with `compile` held at "none" while the model outpaces its loader, or once
+a compile kept recompiling on an adapter without knobs of its own."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from collections.abc import Sequence
 import optuna
 
 from autotune.contract.result import Verdict
-from autotune.study.policy.eager import _measured
+from autotune.study.policy.eager import _measured, recompiling
 from autotune.study.store.records import TrialRecord
 
-__all__ = ["MODEL_HEADROOM", "eager_only", "model_outpaces_loader", "sampler"]
+__all__ = ["MODEL_HEADROOM", "compile_settles_nowhere", "eager_only", "model_outpaces_loader",
+           "sampler"]
 
 MODEL_HEADROOM = 1.25
 """How much faster than its loader the best trial's model must run alone (data resident) for a
@@ -56,3 +58,11 @@ def model_outpaces_loader(records: Sequence[TrialRecord]) -> bool:
         return False
     loader, model = diagnosis.loader_rate, diagnosis.compute_rate
     return bool(loader and model and model >= MODEL_HEADROOM * loader)
+
+
+def compile_settles_nowhere(records: Sequence[TrialRecord]) -> bool:
+    """Whether a compile kept recompiling (`eager.recompiling`) on an adapter without knobs of
+    its own: every compiled proposal would then be refused unrun. With adapter knobs (a padding
+    knob may fix the shapes) only those with the same values are, and the sampler is left as is."""
+    return any(r.config is not None and not r.config.params
+               and recompiling(r.config, [r]) is not None for r in records)
