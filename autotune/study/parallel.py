@@ -13,6 +13,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from typing import Any
 
 import optuna
 from optuna.trial import TrialState
@@ -30,8 +31,7 @@ from autotune.study.policy.eager import cannot_win, recompiling
 from autotune.study.policy.pruning import report_windows
 from autotune.study.policy.ladder import Ladder
 from autotune.study.policy.starts import prunable
-from autotune.study.policy.sampler import (compile_settles_nowhere, eager_only,
-                                           model_outpaces_loader)
+from autotune.study.policy.sampler import held, holding
 from autotune.study.policy.telling import tell
 from autotune.study.settings import SearchListener, SearchSettings
 from autotune.study.space.bound import SearchSpace
@@ -97,10 +97,8 @@ class SlotLoop:
         """Stops every running trial (the search's runners and its confirmation's)."""
         self.clock = clock
         self._sampler = study.sampler
-        compiles = space.values("compile")
-        self._eager = eager_only(study.sampler) if "none" in compiles and len(compiles) > 1 \
-            else None
-        """The sampler while the model outpaces its loader (`model_outpaces_loader`)."""
+        self._held: dict[tuple[tuple[str, Any], ...], optuna.samplers.BaseSampler] = {}
+        """The sampler holding each set of knobs (`policy.sampler.held`) asked for so far."""
 
     def run(self, slots: TrialSlots, deadline: float | None, finish: Finish) -> None:
         """Keep every slot busy while the budget lasts; `finish` each trial as it ends."""
@@ -180,10 +178,12 @@ class SlotLoop:
         self._step_over()
         with self.lock:  # the next guided start, queued once whichever host feeds it
             self.state.ladder.feed(self.study, self.space, skip=self.needless)
-        if self._eager is not None:  # guided starts (enqueued) keep their own compile
-            done = self.objectives[0].finished()
-            eager = model_outpaces_loader(done) or compile_settles_nowhere(done)
-            self.study.sampler = self._eager if eager else self._sampler
+        # Guided starts (enqueued) keep their own values.
+        hold = held(self.objectives[0].finished(), self.space.values)
+        key = tuple(sorted(hold.items()))
+        if key not in self._held:
+            self._held[key] = holding(self._sampler, hold)
+        self.study.sampler = self._held[key]
         trial = ask(self.study)
         self.state.beats[trial.number] = beat = ExitStack()
         beat.enter_context(beating(self.study, trial._trial_id))

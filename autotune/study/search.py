@@ -28,7 +28,8 @@ from autotune.study.confirmation.phase import ConfirmPhase
 from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
 from autotune.study.execution.protocol import Runner
 from autotune.study.execution.slots import GangRunner, Job
-from autotune.study.policy.eager import cannot_win, gains_of
+from autotune.study.policy.eager import cannot_win, gains_of, recompiling
+from autotune.study.policy.sampler import held
 from autotune.study.policy.scan import DtypeStage
 from autotune.study.policy.one_shape import OneShapeStage
 from autotune.study.interrupts import Interrupted, on_signals
@@ -180,12 +181,15 @@ class Search:
         done = self.objective.finished()  # read once: the predicate runs for every draw
         best, _ = best_and_baseline(done)
         loader_bound = best is not None and best.verdict is Verdict.INPUT
+        hold = held(done, self.space.values)  # what the sampler holds, exploration holds too
         fresh = unmeasured(
             self.space, seed=None if self.settings.seed is None else self.settings.seed + self.done(),
             new=lambda c: (self.objective.measured_before(c, done) is None
                            and self.objective.memory_wall(c, done) is None
                            and self.objective.overhead_ceiling(c, done) is None
                            and cannot_win(c, done) is None
+                           and recompiling(c, done) is None
+                           and all(getattr(c, k) == v for k, v in hold.items())
                            and known_incompatible(c, self.settings.device) is None
                            and not (affordable and self.objective.cold_compile(c, done) is not None)
                            and not (loader_bound and c.compile != "none")

@@ -1,11 +1,14 @@
 """The sampler that proposes the search's configurations: multivariate TPE, or random search;
-and the same sampler with `compile` held at "none" while the model outpaces its loader, or once
-a compile kept recompiling on an adapter without knobs of its own."""
+and the same sampler holding knobs that measurements say cannot pay (`held`): `compile` at
+"none" while the model outpaces its loader, or once a compile kept recompiling on an adapter
+without knobs of its own; the convolution knobs at PyTorch's defaults for a model without
+convolutions."""
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import optuna
 
@@ -13,8 +16,8 @@ from autotune.contract.result import Verdict
 from autotune.study.policy.eager import _measured, recompiling
 from autotune.study.store.records import TrialRecord
 
-__all__ = ["MODEL_HEADROOM", "compile_settles_nowhere", "eager_only", "model_outpaces_loader",
-           "sampler"]
+__all__ = ["MODEL_HEADROOM", "NO_CONVOLUTION", "compile_settles_nowhere", "held", "holding",
+           "model_outpaces_loader", "sampler"]
 
 MODEL_HEADROOM = 1.25
 """How much faster than its loader the best trial's model must run alone (data resident) for a
@@ -39,12 +42,41 @@ def sampler(kind: str, *, seed: int | None) -> optuna.samplers.BaseSampler:
         )
 
 
-def eager_only(base: optuna.samplers.BaseSampler) -> optuna.samplers.BaseSampler:
-    """`base` proposing only eager configs (Optuna's `PartialFixedSampler`, `compile` fixed at
-    "none"): the knobs it still chooses are learned as before, from every trial."""
+NO_CONVOLUTION = {"memory_format": "contiguous", "cudnn_benchmark": False}
+"""The convolution knobs (`scan.KERNEL_KNOBS`) at PyTorch's defaults: for a model without
+convolutions the others change nothing, and a held-out MLP's best.yaml carried channels_last,
+a no-op TPE had proposed (2-CPU VM, 2026-11-26)."""
+
+
+def held(records: Sequence[TrialRecord], values: Callable[[str], Sequence[Any]]
+         ) -> dict[str, Any]:
+    """The knobs the sampler holds now, with their values: only knobs the space varies
+    (`values`, `SearchSpace.values`), at a value it holds."""
+    hold: dict[str, Any] = {}
+    if model_outpaces_loader(records) or compile_settles_nowhere(records):
+        hold["compile"] = "none"
+    if no_convolution(records):
+        hold.update(NO_CONVOLUTION)
+    return {k: v for k, v in hold.items() if len(values(k)) > 1 and v in values(k)}
+
+
+def holding(base: optuna.samplers.BaseSampler, hold: Mapping[str, Any]
+            ) -> optuna.samplers.BaseSampler:
+    """`base` proposing `hold`'s values for its knobs (Optuna's `PartialFixedSampler`): the
+    knobs it still chooses are learned as before, from every trial."""
+    if not hold:
+        return base
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.samplers.PartialFixedSampler({"compile": "none"}, base)
+        return optuna.samplers.PartialFixedSampler(dict(hold), base)
+
+
+def no_convolution(records: Sequence[TrialRecord]) -> bool:
+    """Whether every trial that counted the model's convolution weights found none (an adapter
+    knob choosing a model variant may add some)."""
+    counts = [r.result.conv_weights for r in records
+              if r.result is not None and r.result.conv_weights is not None]
+    return bool(counts) and not any(counts)
 
 
 def model_outpaces_loader(records: Sequence[TrialRecord]) -> bool:
