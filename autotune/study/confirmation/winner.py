@@ -168,10 +168,10 @@ def decide(entries: Sequence[ConfirmationEntry], by_number: dict[int, TrialRecor
     else:
         verdict = "tie within noise"
         pool = [leader] + [e for e in others if e.trial in now.contenders + now.equal]
+        tied = tuple(e.trial for e in pool)
         base_median = next((e.median for e in pool if e.baseline), None)
         if base_median is not None:  # tied with the baseline: nothing slower than it is cheaper
             pool = [e for e in pool if (e.median or 0.0) >= base_median]
-        tied = tuple(e.trial for e in pool)
         # Cheaper decides between configs as fast as each other, not for one tied only by the
         # scatter of its own runs while its median sits further below the leader's than the
         # leader's runs spread (a 2-CPU VM: 10.7k and 10.4k against 10.6k, 8.05k and 5.89k).

@@ -268,7 +268,9 @@ def test_a_tie_with_the_baseline_never_picks_a_config_slower_than_it() -> None:
                                 runs(0, 170.0, 210.0, 175.0, baseline=True)])
     assert winner is not None and winner.decision is not None
     assert winner.decision.verdict == "tie within noise"
-    assert winner.record.number == 0 and winner.decision.tied == (2, 0)
+    # All three are within noise, and say so (a held-out search on the 2-CPU VM said "trials 0
+    # are within the noise of their runs", the slower config left out of the words).
+    assert winner.record.number == 0 and winner.decision.tied == (2, 0, 1)
 
 
 def test_a_tie_made_by_one_config_s_scatter_does_not_pick_it_for_its_cost() -> None:
