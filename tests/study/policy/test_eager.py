@@ -383,6 +383,28 @@ def test_compile_gains_are_measured_against_the_eager_twin_and_used_by_later_pro
                       [eager, paid, near]) is None
 
 
+def waited(record: TrialRecord, wait: float) -> TrialRecord:
+    assert record.result is not None
+    return dataclasses.replace(record, result=record.result.replace(data_wait_fraction=wait))
+
+
+def test_a_compile_is_judged_by_its_models_eager_rate_under_other_loader_knobs() -> None:
+    # A ViT-B/16 on an H100 (2026-11-26): fp32 eager 350 images/s at 8 workers, waiting 2% for
+    # its loader; bf16 compiled 2.33k (1.37x its eager twin). TPE proposed fp32 compiled at 11
+    # workers, which compiled for 39 s to be pruned.
+    fp32 = waited(done(4, EAGER.replace(amp_dtype="fp32"), throughput=350.0), 0.02)
+    paid = done(6, EAGER.replace(compile="default"), throughput=2330.0,
+                gains={"default": 1.37})
+    proposal = EAGER.replace(amp_dtype="fp32", num_workers=11, compile="default")
+    bound = cannot_win(proposal, [fp32, paid])
+    assert bound is not None and bound[0] == pytest.approx(350.0 / 0.98 * 1.37)
+    assert "trial 4" in bound[1] and "other loader knobs" in bound[1]
+    # A model trial that waited for its loader says little of its model: no bound from it.
+    assert cannot_win(proposal, [waited(fp32, 0.4), paid]) is None
+    # Nor from a trial of another batch size (the model computes another batch).
+    assert cannot_win(proposal.replace(batch_size=32), [fp32, paid]) is None
+
+
 # -- input-bound: the free cores first ------------------------------------------------------------------
 
 
