@@ -166,17 +166,26 @@ def warm_up(
     kept_up = bool(drained) and drained_wait <= KEPT_UP * drained_wall
     steady = statistics.median(compute_times[-2:])
     if skip is not None and s.prefetch_batches:
-        skip(max(QUEUE_EMPTY_WAIT, steady / s.grad_accum / 4),
-             2 * s.prefetch_batches + s.num_workers)
-        refill = math.ceil(s.num_workers / s.grad_accum) + 1 if kept_up else 0
-        for _ in range(refill):
-            t = _timed(step, sync, clock, gather)  # goes on while any rank waited
-            steps += 1  # not a warm-up time: windows are sized by the drained steps
-            if t.waited <= KEPT_UP * t.wall:
-                break
+        steps += _empty_queue(step, skip, s, steady=steady, kept_up=kept_up, sync=sync,
+                              clock=clock, gather=gather)
     return WarmUp(steps=steps, compile_seconds=max(0.0, compute_times[0] - steady),
                   settled=settled, kept_up=kept_up,
                   step_wall=statistics.median(wall_times[-2:]))
+
+
+def _empty_queue(step: Step, skip: Skip, s: MeasureSettings, *, steady: float, kept_up: bool,
+                 sync: Callable[[], None], clock: Callable[[], float],
+                 gather: Gather | None) -> int:
+    """Drop what the loader's queue holds (`skip`), then, unless the loader fell behind, step
+    until one did not wait for the workers' new batches: the steps run (`warm_up` says why)."""
+    skip(max(QUEUE_EMPTY_WAIT, steady / s.grad_accum / 4), 2 * s.prefetch_batches + s.num_workers)
+    steps = 0
+    for _ in range(math.ceil(s.num_workers / s.grad_accum) + 1 if kept_up else 0):
+        t = _timed(step, sync, clock, gather)  # goes on while any rank waited
+        steps += 1  # not a warm-up time: windows are sized by the drained steps
+        if t.waited <= KEPT_UP * t.wall:
+            break
+    return steps
 
 
 class _Storm:
