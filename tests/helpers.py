@@ -108,6 +108,29 @@ class FakeClock:
         return self.now
 
 
+class RecompilingStep:
+    """A train step on a `FakeClock`: `step` seconds a call; the calls numbered in
+    `recompile_at` also compile for `compile` seconds, which its compile timer (`compiled`, the
+    process's compile seconds) counts."""
+
+    def __init__(self, clock: FakeClock, recompile_at: set[int], *, step: float,
+                 compile: float) -> None:
+        self.clock, self.recompile_at = clock, recompile_at
+        self.step, self.compile = step, compile
+        self.calls = 0
+        self.compiled = 0.0
+
+    def __call__(self) -> Any:
+        from autotune.trial.warmup import StepResult
+
+        if self.calls in self.recompile_at:
+            self.clock.now += self.compile
+            self.compiled += self.compile
+        self.clock.now += self.step
+        self.calls += 1
+        return StepResult(items=8, data_wait=0.0)
+
+
 def csv_rows(path: Path) -> list[dict[str, str]]:
     with path.open() as f:
         return list(csv.DictReader(f))

@@ -4,36 +4,18 @@ reported to the pruner. Injected clock and compile timer: no real time passes.""
 
 from __future__ import annotations
 
-from helpers import FakeClock
+from helpers import FakeClock, RecompilingStep
 
 from autotune import MeasureSettings, measure
-from autotune.trial.measure import MAX_RECOMPILED_WINDOWS, StepResult, Window
+from autotune.trial.measure import MAX_RECOMPILED_WINDOWS, Window
 
 STEP = 1 / 64
 RECOMPILE = 8.0
 
 
-class RecompilingStep:
-    """Steady steps of STEP seconds; the calls in `recompile_at` also compile for RECOMPILE
-    seconds, which the process's compile timer (`compiled`) counts."""
-
-    def __init__(self, clock: FakeClock, recompile_at: set[int]) -> None:
-        self.clock, self.recompile_at = clock, recompile_at
-        self.calls = 0
-        self.compiled = 0.0
-
-    def __call__(self) -> StepResult:
-        if self.calls in self.recompile_at:
-            self.clock.now += RECOMPILE
-            self.compiled += RECOMPILE
-        self.clock.now += STEP
-        self.calls += 1
-        return StepResult(items=8, data_wait=0.0)
-
-
 def timed(recompile_at: set[int], **settings: float) -> tuple[object, list[Window]]:
     clock = FakeClock()
-    step = RecompilingStep(clock, recompile_at)
+    step = RecompilingStep(clock, recompile_at, step=STEP, compile=RECOMPILE)
     seen: list[Window] = []
     m = measure(step, sync=lambda: None, finite=lambda: True, clock=clock,
                 settings=MeasureSettings(**{"window_seconds": 4 * STEP, "budget_seconds": 1000.0,

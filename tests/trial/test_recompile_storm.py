@@ -7,38 +7,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import FakeClock
+from helpers import FakeClock, RecompilingStep
 
 from autotune import MeasureSettings, Status, TrainConfig
 from autotune.contract.request import TrialRequest
 from autotune.contract.result import RECOMPILING
 from autotune.trial import steps
-from autotune.trial.warmup import RECOMPILING_STEPS, RecompileStorm, StepResult, warm_up
+from autotune.trial.warmup import RECOMPILING_STEPS, RecompileStorm, warm_up
 from autotune.trial.worker import run_trial
 
 STEP = 0.01
 
 
-class Recompiling:
-    """Steps of STEP seconds; the calls in `at` also compile for 5 s (the compile timer)."""
-
-    def __init__(self, clock: FakeClock, at: set[int]) -> None:
-        self.clock, self.at = clock, at
-        self.calls = 0
-        self.compiled = 0.0
-
-    def __call__(self) -> StepResult:
-        if self.calls in self.at:
-            self.clock.now += 5.0
-            self.compiled += 5.0
-        self.clock.now += STEP
-        self.calls += 1
-        return StepResult(items=8, data_wait=0.0)
-
-
 def warm(at: set[int], **kw: object) -> object:
     clock = FakeClock()
-    step = Recompiling(clock, at)
+    step = RecompilingStep(clock, at, step=STEP, compile=5.0)
     return warm_up(step, sync=lambda: None, clock=clock,
                    settings=MeasureSettings(min_warmup_steps=3, max_warmup_steps=50),
                    compiled_seconds=lambda: step.compiled, **kw)  # type: ignore[arg-type]
