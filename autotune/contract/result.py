@@ -12,7 +12,8 @@ from typing import Any
 from autotune.contract.files import atomic_write_text
 from autotune.contract.noise import Noise
 
-__all__ = ["NOT_RUN", "RECOMPILING", "Diagnosis", "Fingerprint", "HostCpu", "Status", "TrialResult", "Verdict"]
+__all__ = ["NOT_RUN", "RECOMPILING", "Diagnosis", "Fingerprint", "HostCpu", "Status",
+           "TrialResult", "Verdict"]
 
 NOT_RUN = "not run"
 """How the reason of a result that did not run begins (`TrialResult.ran`)."""
