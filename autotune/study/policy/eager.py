@@ -32,7 +32,7 @@ from autotune.study.space.bound import SearchSpace
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 
 __all__ = ["DTYPE_PRIOR", "GAIN_SLACK", "LOADER_MARGIN", "cannot_win", "compile_gains", "gain_key",
-           "dtype_starts", "gains_of", "loader_ceiling", "recompiling"]
+           "dtype_starts", "gains_of", "kept_recompiling", "loader_ceiling", "recompiling"]
 
 DTYPE_PRIOR = ("bf16", "tf32", "fp16", "fp32")
 """The order of the eager dtype trials (a prior: it orders, it never skips)."""
@@ -185,9 +185,14 @@ def recompiling(config: TrainConfig, finished: Sequence[TrialRecord]) -> TrialRe
     of the adapter's may change the shapes, so only the same knobs count)."""
     if config.compile == "none":
         return None
-    return next((r for r in finished if r.status is Status.ERROR and r.result is not None
-                 and r.result.reason.startswith(RECOMPILING)
+    return next((r for r in finished if kept_recompiling(r)
                  and r.config is not None and r.config.params == config.params), None)
+
+
+def kept_recompiling(record: TrialRecord) -> bool:
+    """Whether `record`'s compile kept recompiling in warm-up (`contract.result.RECOMPILING`)."""
+    return record.status is Status.ERROR and record.result is not None \
+        and record.result.reason.startswith(RECOMPILING)
 
 
 def model_rate(config: TrainConfig, ran: Sequence[MeasuredRecord]

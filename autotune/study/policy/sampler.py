@@ -13,7 +13,7 @@ from typing import Any
 import optuna
 
 from autotune.contract.result import Verdict
-from autotune.study.policy.eager import _measured, recompiling
+from autotune.study.policy.eager import _measured, kept_recompiling
 from autotune.study.store.records import TrialRecord
 
 __all__ = ["MODEL_HEADROOM", "NO_CONVOLUTION", "compile_settles_nowhere", "held", "holding",
@@ -93,8 +93,8 @@ def model_outpaces_loader(records: Sequence[TrialRecord]) -> bool:
 
 
 def compile_settles_nowhere(records: Sequence[TrialRecord]) -> bool:
-    """Whether a compile kept recompiling (`eager.recompiling`) on an adapter without knobs of
+    """Whether a compile kept recompiling (`eager.kept_recompiling`) on an adapter without knobs of
     its own: every compiled proposal would then be refused unrun. With adapter knobs (a padding
     knob may fix the shapes) only those with the same values are, and the sampler is left as is."""
-    return any(r.config is not None and not r.config.params
-               and recompiling(r.config, [r]) is not None for r in records)
+    return any(kept_recompiling(r) and r.config is not None and not r.config.params
+               for r in records)
