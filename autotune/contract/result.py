@@ -192,6 +192,13 @@ class TrialResult:
     """Each varying dimension's smallest and largest size ("input_ids[1] 512-1024")."""
     shape_count: int | None = None
     """Distinct batch shapes seen: under `reduce-overhead`, one CUDA graph each."""
+    batch_items: float | None = None
+    """Items (`Adapter.items`) per micro-batch, the mean over the batches the trial pulled: what
+    its batch_size bought. A loader that makes its own batches pulls as many at any batch_size
+    (`study.policy.batching`)."""
+    batch_numel: float | None = None
+    """Tensor elements per micro-batch, the mean over the batches pulled (None: none held a
+    tensor, such as a batch of strings tokenized in `loss`)."""
     compile_artifacts: str = ""
     """Path of the compiled artifacts this run saved (`torch.compiler.save_cache_artifacts`)."""
     log: str = ""

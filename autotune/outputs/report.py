@@ -19,6 +19,7 @@ from autotune.outputs.best import best_document, yaml_header
 from autotune.outputs.decision import speedup_note
 from autotune.outputs.table import rows_to_csv, trial_rows
 from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
+from autotune.study.policy.batching import loader_sets_batch, unbatched_note
 from autotune.study.store import records, study_attrs
 
 if TYPE_CHECKING:
@@ -72,6 +73,10 @@ def write_outputs(study: optuna.Study, settings: SearchSettings, *, plot: bool =
         doc = best_document(winner, info, study_attrs.read_fingerprint(study), settings,
                             adapter_batch=base.effective_batch if base else None)
         doc["compile_artifacts"] = _copy_artifacts(winner, out)
+        unbatched = loader_sets_batch(recs)
+        if unbatched is not None:  # what batch_size in this file is worth
+            doc["effective_batch"]["loader"] = unbatched_note(
+                unbatched, info.unit if info else winner.record.result.unit)
         atomic_write_text(out / "best.yaml", yaml_header(doc) + yaml.safe_dump(doc, sort_keys=False))
     if rows and plot:
         # The search's trials; confirmation runs are drawn from the confirmation's entries.

@@ -27,6 +27,7 @@ from autotune.study.confirmation.budget import reserve_seconds
 from autotune.study.execution.protocol import Runner
 from autotune.study.execution.slots import Job, Slots
 from autotune.study.objective import Objective, Outcome
+from autotune.study.policy.batching import batch_held
 from autotune.study.policy.eager import cannot_win, recompiling
 from autotune.study.policy.pruning import report_windows
 from autotune.study.policy.ladder import Ladder
@@ -139,6 +140,12 @@ class SlotLoop:
         return objective.measured_before(config, done) is not None \
             or cannot_win(config, done) is not None or recompiling(config, done) is not None
 
+    def at_held_batch(self, config: TrainConfig) -> TrainConfig:
+        """A guided start at the adapter's batch once its loader is seen to make its own
+        batches (`batching.batch_held`): at another batch size it would measure the same."""
+        batch = batch_held(self.objectives[0].finished())
+        return config if batch is None else self.space.with_batch(config, batch)
+
     def _fill(self, slots: TrialSlots, deadline: float | None) -> None:
         s = self.settings
         while (slot := slots.free()) is not None and not self.state.halted:
@@ -177,7 +184,8 @@ class SlotLoop:
         trial that measures the same config (of this search or another), if any."""
         self._step_over()
         with self.lock:  # the next guided start, queued once whichever host feeds it
-            self.state.ladder.feed(self.study, self.space, skip=self.needless)
+            self.state.ladder.feed(self.study, self.space, skip=self.needless,
+                                   project=self.at_held_batch)
         # Guided starts (enqueued) keep their own values.
         hold = held(self.objectives[0].finished(), self.space.values)
         key = tuple(sorted(hold.items()))

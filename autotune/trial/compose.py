@@ -114,7 +114,7 @@ class TrainStep:
         self._pending: deque[Any] = deque()
         """Batches pulled ahead (the first, the peeked ones), trained on first, in order."""
         self.shapes = ShapeLog()
-        """The shapes of every batch this step pulled."""
+        """The shapes of every batch this step pulled, and what they held (`amounts`)."""
         self.dynamic_shapes = False
         """Whether the model was compiled with dynamic shapes (the peeked batches varied)."""
         self._mark_cudagraph_step = device.type == "cuda" and config.compile in CUDAGRAPH_MODES
@@ -145,12 +145,12 @@ class TrainStep:
     def next_batch(self) -> tuple[Any, int]:
         """The next CPU batch and its item count, starting a new epoch when one ends."""
         batch = self._pending.popleft() if self._pending else self._pull()
-        self.shapes.add(signature(batch))
         try:
             n = int(self.adapter.items(batch))
         except Exception as exc:
             blame(exc, "items(batch)")
             raise
+        self.shapes.add(signature(batch), items=n)
         return batch, n
 
     def epoch_batches(self) -> int | None:

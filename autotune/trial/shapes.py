@@ -8,6 +8,7 @@ batch): the trial reads every batch it pulls.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -15,7 +16,7 @@ from typing import Any
 
 from autotune.contract.shapes import format_ranges
 
-__all__ = ["MAX_LEAVES", "PER_SAMPLE", "ShapeLog", "Signature", "signature"]
+__all__ = ["MAX_LEAVES", "PER_SAMPLE", "BatchSizes", "ShapeLog", "Signature", "signature"]
 
 Signature = tuple[tuple[str, tuple[int, ...]], ...]
 """Each tensor's path in the batch ("", "[0]", "input_ids", "[1].mask") and its shape."""
@@ -60,6 +61,28 @@ def _walk(obj: Any, path: str, out: list[tuple[str, tuple[int, ...]]]) -> None:
             _walk(getattr(obj, f.name), f"{path}.{f.name}" if path else f.name, out)
 
 
+class BatchSizes:
+    """Items and tensor elements per batch, summed over the batches pulled: their means say
+    what a batch_size bought (`TrialResult.batch_items`, `batch_numel`)."""
+
+    def __init__(self) -> None:
+        self.batches = 0
+        self.items = 0
+        self.numel = 0
+
+    def add(self, items: int, sig: Signature) -> None:
+        self.batches += 1
+        self.items += items
+        self.numel += sum(math.prod(shape) for _, shape in sig)
+
+    def mean_items(self) -> float | None:
+        return self.items / self.batches if self.batches else None
+
+    def mean_numel(self) -> float | None:
+        """None before a batch, or when no batch held a tensor."""
+        return self.numel / self.batches if self.batches and self.numel else None
+
+
 class ShapeLog:
     """The signatures of the batches seen so far: whether they vary, how many distinct ones,
     and each varying dimension's smallest and largest size."""
@@ -68,8 +91,13 @@ class ShapeLog:
         self.first: Signature | None = None
         self.seen: set[Signature] = set()
         self._sizes: dict[tuple[str, int], tuple[int, int]] = {}
+        self.amounts = BatchSizes()
+        """Items and tensor elements per batch, over every batch added with its items."""
 
-    def add(self, sig: Signature) -> None:
+    def add(self, sig: Signature, *, items: int | None = None) -> None:
+        """A batch's signature (and its item count, `Adapter.items`, when known)."""
+        if items is not None:
+            self.amounts.add(items, sig)
         if self.first is None:
             self.first = sig
         if sig in self.seen:

@@ -48,11 +48,13 @@ class Ladder:
                         if not s[0].startswith(FOLLOW) or s in self._urgent]
 
     def feed(self, study: optuna.Study, space: SearchSpace,
-             skip: Callable[[TrainConfig], bool] | None = None) -> None:
+             skip: Callable[[TrainConfig], bool] | None = None,
+             project: Callable[[TrainConfig], TrainConfig] | None = None) -> None:
         """Enqueue the next pending start unless the study already has one waiting: an eager
         dtype trial first, then in order; a start for which `skip` holds is dropped. While an
         eager trial runs (on another device), no compiled start: what to compile follows from
-        every eager rate."""
+        every eager rate. `project` moves a start where the search now holds a knob (the
+        adapter's batch, when its loader makes its own batches) before `skip` is asked."""
         trials = study.get_trials(deepcopy=False)
         if any(t.state == optuna.trial.TrialState.WAITING for t in trials):
             return
@@ -69,6 +71,8 @@ class Ladder:
             role, config = self.pending.pop(first)
             if (role, config) in self._urgent:
                 self._urgent.remove((role, config))
+            if project is not None:
+                config = project(config)
             if not records.role_taken(study, role) and not (skip is not None and skip(config)):
                 records.enqueue_config(study, space.params_for(config), role)
                 return

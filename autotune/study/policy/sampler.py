@@ -2,7 +2,7 @@
 and the same sampler holding knobs that measurements say cannot pay (`held`): `compile` at
 "none" while the model outpaces its loader, or once a compile kept recompiling on an adapter
 without knobs of its own; the convolution knobs at PyTorch's defaults for a model without
-convolutions."""
+convolutions; batch_size at the adapter's once its loader is seen to make its own batches."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 import optuna
 
 from autotune.contract.result import Verdict
+from autotune.study.policy.batching import batch_held
 from autotune.study.policy.eager import _measured, kept_recompiling
 from autotune.study.store.records import TrialRecord
 
@@ -57,6 +58,9 @@ def held(records: Sequence[TrialRecord], values: Callable[[str], Sequence[Any]]
         hold["compile"] = "none"
     if no_convolution(records):
         hold.update(NO_CONVOLUTION)
+    batch = batch_held(records)
+    if batch is not None:  # the loader makes its own batches: every batch_size measures it
+        hold["batch_size"] = batch
     return {k: v for k, v in hold.items() if len(values(k)) > 1 and v in values(k)}
 
 

@@ -1,0 +1,69 @@
+"""Whether the adapter's loader makes its own batches, whatever batch_size says.
+
+A `make_loader` may ignore the batch size it is handed: a bucketing `batch_sampler` that fills
+each batch up to a token budget, a loader built with a fixed batch. Trials at other batch sizes
+then measure the same loader, and a best.yaml's batch_size would not be what ran. Each trial
+reports the items and tensor elements its batches held on average (`TrialResult.batch_items`,
+`batch_numel`): when a batch size at least twice another's bought no more of either than the
+geometric middle of the two, the batch size does not reach the batches, and the search holds it
+at the adapter's (`sampler.held`, the ladder's batch steps).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from autotune.study.policy.eager import _measured
+from autotune.study.store import records as roles
+from autotune.study.store.records import MeasuredRecord, TrialRecord
+
+__all__ = ["Unbatched", "batch_held", "loader_sets_batch", "unbatched_note"]
+
+Unbatched = tuple[MeasuredRecord, MeasuredRecord]
+"""Two trials, the smaller batch size first, whose batches held about as much."""
+
+
+def loader_sets_batch(records: Sequence[TrialRecord]) -> Unbatched | None:
+    """The first two measured trials with the same adapter knobs, one at a batch size at least
+    twice the other's, whose batches held fewer than sqrt(that ratio) times the items and (where
+    both counted tensor elements) the elements of the other's; None when no such pair ran.
+    A loader that honours batch_size scales both by the ratio (the last, short batch of an
+    epoch aside); items() counting one per batch alone does not trip it while the tensors grow."""
+    ran = sorted((r for r in _measured(records) if r.result.batch_items),
+                 key=lambda r: r.config.batch_size)
+    for i, small in enumerate(ran):
+        for large in ran[i + 1:]:
+            ratio = large.config.batch_size / small.config.batch_size
+            if ratio < 2 or large.config.params != small.config.params:
+                continue
+            if _grew(small.result.batch_items, large.result.batch_items, ratio):
+                continue
+            numel = (small.result.batch_numel, large.result.batch_numel)
+            if None not in numel and _grew(*numel, ratio):
+                continue
+            return small, large
+    return None
+
+
+def _grew(small: float | None, large: float | None, ratio: float) -> bool:
+    return bool(small) and bool(large) and large / small >= math.sqrt(ratio)
+
+
+def batch_held(records: Sequence[TrialRecord]) -> int | None:
+    """The batch size the search holds (the baseline's, the adapter's) once the loader is seen
+    to make its own batches (`loader_sets_batch`); None while batch_size is searched."""
+    if loader_sets_batch(records) is None:
+        return None
+    return next((r.config.batch_size for r in records
+                 if r.role == roles.BASELINE and r.config is not None), None)
+
+
+def unbatched_note(pair: Unbatched, unit: str) -> str:
+    """One line for the search's end and best.yaml."""
+    small, large = pair
+    return (f"the adapter's loader makes its own batches: trials {small.number} and "
+            f"{large.number} at batch_size {small.config.batch_size} and "
+            f"{large.config.batch_size} pulled {small.result.batch_items:.4g} and "
+            f"{large.result.batch_items:.4g} {unit} a batch, so batch_size was held at the "
+            "adapter's from then on; set the batch where make_loader builds it")

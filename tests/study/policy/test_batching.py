@@ -1,0 +1,97 @@
+"""A loader that makes its own batches (a bucketing batch_sampler, a fixed batch in make_loader)
+is seen from what its batches held at two batch sizes: batch_size is then held at the adapter's,
+by the sampler and the ladder, and best.yaml says why (a held-out bucketing loader's search
+tried batch sizes that all measured the same loader, 2-CPU VM, 2026-11-26)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from helpers import fake_search
+from optuna.trial import TrialState
+
+from autotune import Adapter, Status, TrainConfig, TrialResult
+from autotune.study.policy.batching import batch_held, loader_sets_batch, unbatched_note
+from autotune.study.policy.sampler import held
+from autotune.study.store.records import TrialRecord
+
+SPACE = {"batch_size": {"choices": [8, 16, 32, 64]}, "num_workers": {"low": 0, "high": 4}}
+
+
+def record(number: int, batch: int, items: float | None, numel: float | None = None, *,
+           role: str = "", params: dict[str, Any] | None = None) -> TrialRecord:
+    return TrialRecord(number=number, state=TrialState.COMPLETE, value=100.0, role=role,
+                       config=TrainConfig(batch_size=batch, params=params or {}),
+                       result=TrialResult(status=Status.OK, throughput=100.0,
+                                          batch_items=items, batch_numel=numel))
+
+
+def test_batches_that_held_as_much_at_twice_the_batch_size_say_the_loader_makes_them() -> None:
+    made = [record(0, 8, 250.0, 2000.0, role="baseline"), record(1, 64, 262.0, 2100.0)]
+    pair = loader_sets_batch(made)
+    assert pair is not None and [r.number for r in pair] == [0, 1]
+    assert batch_held(made) == 8
+    note = unbatched_note(pair, "tokens")
+    assert "trials 0 and 1 at batch_size 8 and 64 pulled 250 and 262 tokens a batch" in note
+    assert "held at the adapter's" in note
+
+
+def test_a_loader_that_honours_batch_size_is_not_taken_for_one_that_makes_its_own() -> None:
+    assert loader_sets_batch([record(0, 8, 8.0, 72.0), record(1, 64, 64.0, 576.0)]) is None
+    # Under twice the batch: too close to tell a loader's batches from noise.
+    assert loader_sets_batch([record(0, 32, 32.0), record(1, 48, 32.0)]) is None
+    # items() counting one per batch, while the tensors grew: the batch size reached them.
+    assert loader_sets_batch([record(0, 8, 1.0, 72.0), record(1, 64, 1.0, 576.0)]) is None
+    # Other adapter knobs may build another loader.
+    assert loader_sets_batch([record(0, 8, 8.0, params={"bucket": 1}),
+                              record(1, 64, 8.0, params={"bucket": 2})]) is None
+    # Not counted (a trial from before the field): nothing to go by.
+    assert loader_sets_batch([record(0, 8, None), record(1, 64, None)]) is None
+
+
+def test_batches_without_tensors_go_by_their_items() -> None:
+    # Strings tokenized in loss(): no tensor elements to count.
+    assert loader_sets_batch([record(0, 8, 12.0), record(1, 64, 12.5)]) is not None
+
+
+def test_the_sampler_holds_the_adapters_batch_where_the_space_varies_it() -> None:
+    made = [record(0, 8, 250.0, role="baseline"), record(1, 64, 250.0)]
+    batches = {"batch_size": (8, 16, 32, 64), "compile": ("none",),
+               "memory_format": ("contiguous",), "cudnn_benchmark": (False,)}
+    assert held(made, lambda k: batches[k]) == {"batch_size": 8}
+    assert held(made[:1], lambda k: batches[k]) == {}
+
+
+def script(*, honours: bool) -> Any:
+    def run(call: int, request: Any) -> TrialResult:
+        c = request.config
+        items = float(c.batch_size) if honours else 24.0
+        # A larger batch reads a little faster either way: the search would follow it.
+        rate = 100.0 * (1 + c.num_workers / 8) * (1 + c.batch_size / 640)
+        return TrialResult(status=Status.OK, throughput=rate, batch_items=items,
+                           batch_numel=items * 9)
+    return run
+
+
+def test_a_search_stops_searching_batch_size_once_the_loader_is_seen_to_make_its_batches(
+        tmp_path: Path) -> None:
+    class Bucketing(Adapter):
+        batch_size = 8
+        vary_global_batch = True
+
+    for folder in ("own", "honours"):
+        (tmp_path / folder).mkdir()
+
+    requests, study = fake_search(tmp_path / "own", SPACE, Bucketing, script(honours=False),
+                                  trials=14)
+    batches = [q.config.batch_size for q in requests]
+    first = next(i for i, b in enumerate(batches) if b >= 16)  # the evidence's other trial
+    assert len(batches) - first >= 4  # the search went on after it
+    assert set(batches[first + 1:]) == {8}
+    # The same search with a loader that honours batch_size keeps searching it.
+    requests, _ = fake_search(tmp_path / "honours", SPACE, Bucketing, script(honours=True),
+                              trials=14)
+    batches = [q.config.batch_size for q in requests]
+    first = next(i for i, b in enumerate(batches) if b >= 16)
+    assert set(batches[first + 1:]) - {8}
