@@ -12,7 +12,7 @@ import json
 from typing import Any, ClassVar
 
 __all__ = ["ComposedEvent", "FirstStepEvent", "PhaseEvent", "SparePausedEvent", "TrialEvent",
-           "WindowEvent", "decode", "encode"]
+           "WarmupEvent", "WindowEvent", "decode", "encode"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -59,6 +59,19 @@ class FirstStepEvent:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class WarmupEvent:
+    """Warm-up steps after the first that compiled nothing, at least a second of them
+    (`trial.warmup_rate`): the rate the step runs at before its timed windows."""
+
+    KIND: ClassVar[str] = "warmup"
+    items: float
+    """Their units (samples, tokens, ...)."""
+    seconds: float
+    """Their wall time, call to call (the step's device work included)."""
+    steps: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SparePausedEvent:
     """The trial paused a spare process before its timed windows (`trial.spare`)."""
 
@@ -67,12 +80,14 @@ class SparePausedEvent:
     """The spare's process id."""
 
 
-TrialEvent = PhaseEvent | WindowEvent | ComposedEvent | FirstStepEvent | SparePausedEvent
+TrialEvent = (PhaseEvent | WindowEvent | ComposedEvent | FirstStepEvent | WarmupEvent
+              | SparePausedEvent)
 """Any event a trial sends."""
 
 _KINDS: dict[str, type[TrialEvent]] = {
     kind.KIND: kind
-    for kind in (PhaseEvent, WindowEvent, ComposedEvent, FirstStepEvent, SparePausedEvent)
+    for kind in (PhaseEvent, WindowEvent, ComposedEvent, FirstStepEvent, WarmupEvent,
+                 SparePausedEvent)
 }
 
 

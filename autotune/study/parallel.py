@@ -31,7 +31,7 @@ from autotune.study.policy.batching import batch_held
 from autotune.study.policy.eager import cannot_win, recompiling
 from autotune.study.policy.pruning import report_windows
 from autotune.study.policy.ladder import Ladder
-from autotune.study.policy.starts import prunable
+from autotune.study.policy.starts import prunable, stoppable
 from autotune.study.policy.sampler import held, holding
 from autotune.study.policy.telling import tell
 from autotune.study.settings import SearchListener, SearchSettings
@@ -224,10 +224,11 @@ class SlotLoop:
                               stop=lambda: self.state.halted)
                 take_over(self.study, self.lock, trial, twin)
             # The starts (baseline, recipe, follow-ups) are measured to the end: every ratio
-            # and the search's direction depend on them.
-            runner = self.runners[slot]
-            report = report_windows(trial, runner.prune if runner.prunes
-                                    and prunable(records.read_role(trial)) else None)
+            # and the search's direction depend on them; a follow-up is stopped in warm-up
+            # only, when it runs at a fraction of the best.
+            runner, role = self.runners[slot], records.read_role(trial)
+            report = report_windows(trial, runner.prune if runner.prunes and stoppable(role)
+                                    else None, windows=prunable(role))
 
             def on_event(event: TrialEvent) -> None:
                 self.listener.trial_event(trial.number, event)
@@ -235,7 +236,7 @@ class SlotLoop:
 
             return self.objectives[slot](trial.number, config, limit=limit, on_event=on_event,
                                          budget_cut=job.budget_cut, compile_grace=grace,
-                                         prunable=prunable(records.read_role(trial)))
+                                         prunable=prunable(role))
 
         slots.start(slot, job, run)
 

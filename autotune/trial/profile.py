@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.contract.host import pin_to_share
 from autotune.contract.profile import Breakdown, ProfileRequest, ProfileSettings
-from autotune.trial import steps
+from autotune.trial import peaks, steps
 from autotune.trial.lifetime import die_with_parent
 from autotune.trial.progress import Progress
 
@@ -68,7 +68,7 @@ def run_profile(request: ProfileRequest, out: Path) -> Breakdown:
         print(f"timed: {timed.measurement.throughput:.4g} {adapter_cls.unit}/s, "
               f"step {timed.measurement.step_seconds * 1e3:.2f} ms; profiling", flush=True)
         prof, files = profile_steps(step, request.settings, out, device)
-        memory = steps.memory(device)
+        memory = peaks.memory(device)
         diagnosed = steps.Diagnosed(diagnosis=request.diagnosis)
         if request.diagnosis is None and trial.diagnose:
             diagnosed = steps.diagnosed(step, timed, settings.prefetch_batches)

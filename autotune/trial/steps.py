@@ -1,7 +1,7 @@
 """The steps of one trial, in the order `worker.run_trial` takes them: import, prepare the
 process, load the adapter, start the device, build the step, time it, read what the compiler
-did (`compile_facts`), diagnose, read the memory peaks. Each takes what it needs and returns a typed value; an
-exception from one is the trial's outcome (`run_trial` classifies it).
+did (`compile_facts`), diagnose, read the memory peaks (`peaks`). Each takes what it needs and
+returns a typed value; an exception from one is the trial's outcome (`run_trial` classifies it).
 
 Torch and the trial code are imported by `import_trial_code`, in the trial's import phase;
 the other steps import from them again (a lookup in `sys.modules`).
@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import resource
 import time
 import traceback
 from pathlib import Path
@@ -41,8 +40,8 @@ if TYPE_CHECKING:
     from autotune.trial.rank import Rank
     from autotune.trial.shapes import ShapeFacts
 
-__all__ = ["DIAGNOSIS_RESERVE", "REPORT_RESERVE", "Diagnosed", "Memory", "Preloaded",
-           "Timed", "build", "diagnosed", "import_trial_code", "load", "memory",
+__all__ = ["DIAGNOSIS_RESERVE", "REPORT_RESERVE", "Diagnosed", "Preloaded",
+           "Timed", "build", "diagnosed", "import_trial_code", "load",
            "one_line", "prepare", "settings_for", "start_device", "time_step", "worth_diagnosing"]
 
 REPORT_RESERVE = 5.0
@@ -85,24 +84,11 @@ class Timed:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Diagnosed:
-    """The bottleneck diagnosis, or why there is none."""
+    """The bottleneck diagnosis (None: not asked, out of time, slower than the best, or it
+    failed), or why it failed ("" when it did not)."""
 
     diagnosis: Diagnosis | None = None
-    """None: not diagnosed (not asked, out of time, slower than the best) or it failed."""
     error: str = ""
-    """Why the diagnosis failed ("" when it did not)."""
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Memory:
-    """The trial process's memory peaks."""
-
-    peak_rss_mb: float
-    """Peak resident host memory (its DataLoader workers not counted)."""
-    peak_allocated_mb: float | None = None
-    """Peak device memory in live tensors (CUDA only)."""
-    peak_reserved_mb: float | None = None
-    """Peak device memory held by PyTorch's caching allocator (CUDA only)."""
 
 
 def import_trial_code() -> None:
@@ -205,6 +191,7 @@ def time_step(step: TrainStep, request: TrialRequest, settings: MeasureSettings,
     use and the noise are read around the timed windows. Raises `NonFiniteLoss`."""
     from autotune.trial.features.compile import CompileWatch, compile_seconds
     from autotune.trial.measure import measure
+    from autotune.trial.warmup_rate import WarmupRate
 
     cpu_start: list[CpuTimes | None] = []
     noise_start: list[noiseprobe.Probe] = []
@@ -214,7 +201,11 @@ def time_step(step: TrainStep, request: TrialRequest, settings: MeasureSettings,
     grace = request.compile_grace if compiles else 0.0
     compiled_for: list[float] = []  # what the limit grew by: the first step, up to grace
 
+    # Streamed for the search's hopeless check; a DDP rank's items are not the trial's rate.
+    rated = WarmupRate(step, progress.emit, compiled_seconds=compile_seconds if compiles else None)
+
     def timed_start() -> None:
+        rated.stop()
         paused = pause_spare()
         if paused is not None:
             progress.emit(SparePausedEvent(pid=paused))
@@ -235,7 +226,7 @@ def time_step(step: TrainStep, request: TrialRequest, settings: MeasureSettings,
 
     left = time_left(request, progress)
     stop = None if left is None else time.perf_counter() + left - REPORT_RESERVE
-    m = measure(step, sync=step.sync, settings=settings,
+    m = measure(step if rank is not None else rated, sync=step.sync, settings=settings,
                 finite=step.finite if rank is None else rank.agreed(step.finite),
                 gather=None if rank is None else rank.gather,
                 on_window=on_window, on_timed_start=timed_start, on_first_step=first_step,
@@ -275,18 +266,6 @@ def diagnosed(step: TrainStep, timed: Timed, prefetch_batches: int) -> Diagnosed
         traceback.print_exc()
         return Diagnosed(error=one_line(exc))
     return Diagnosed(diagnosis=d)
-
-
-def memory(device: torch.device) -> Memory:
-    import torch
-
-    # ru_maxrss is in KiB on Linux: the process's peak resident host memory.
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    if device.type == "cuda" and torch.cuda.is_initialized():
-        return Memory(peak_rss_mb=rss,
-                      peak_allocated_mb=torch.cuda.max_memory_allocated(device) / 2**20,
-                      peak_reserved_mb=torch.cuda.max_memory_reserved(device) / 2**20)
-    return Memory(peak_rss_mb=rss)
 
 
 def one_line(exc: BaseException) -> str:

@@ -29,7 +29,8 @@ from autotune.trial.measure import NonFiniteLoss
 from autotune.trial.warmup import RecompileStorm
 from autotune.trial.progress import Progress
 from autotune.trial.compile_facts import Compiled
-from autotune.trial.steps import Diagnosed, Memory, Preloaded, Timed
+from autotune.trial.peaks import Memory, memory
+from autotune.trial.steps import Diagnosed, Preloaded, Timed
 
 if TYPE_CHECKING:
     import torch
@@ -64,16 +65,16 @@ def run_trial(request: TrialRequest, events: Path | None = None,
         _take_steps(request, device, progress, got, preloaded=preloaded, rank=rank,
                     folder=None if events is None else events.parent)
         progress.enter("")
-        result = _result(got, steps.memory(device), status=Status.OK)
+        result = _result(got, memory(device), status=Status.OK)
     except NonFiniteLoss as exc:
-        result = _result(got, steps.memory(device), status=Status.NAN, reason=str(exc))
+        result = _result(got, memory(device), status=Status.NAN, reason=str(exc))
     except RecompileStorm as exc:
-        result = _storm(got, steps.memory(device), exc)
+        result = _storm(got, memory(device), exc)
     except Exception as exc:  # the trial's outcome: classified, with its traceback in the log
         traceback.print_exc()
         if rank is not None:
             rank.failed(exc)
-        result = _result(got, steps.memory(device),
+        result = _result(got, memory(device),
                          status=Status.OOM if is_oom_error(exc) else Status.ERROR,
                          reason=steps.one_line(exc), contract_error=blamed(exc))
     finally:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -124,7 +124,7 @@ class SubprocessRunner(RunnerBase):
             reason = stuck
         result = _read_result(trial_dir, proc.returncode, outcome, duration,
                               timeout + events.compile_allowance(grace), reason,
-                              windows=events.rates)
+                              windows=events.rates, warmup=events.warmup_rates)
         result.save(trial_dir / "result.json")  # every trial folder holds its outcome
         return result
 
@@ -178,15 +178,18 @@ def _read_result(
     stop_reason: str,
     *,
     windows: list[float],
+    warmup: Sequence[float] = (),
 ) -> TrialResult:
     log = str(trial_dir / "log.txt")
     if outcome is Status.INTERRUPTED:
         return TrialResult(status=outcome, reason=stop_reason or "interrupted", log=log,
                            duration_seconds=duration)
     if outcome is Status.PRUNED:
+        # Stopped in warm-up (no window): its fastest chunk, what it was judged on.
         return TrialResult(status=outcome, reason=stop_reason or "pruned", log=log,
                            duration_seconds=duration,
-                           throughput=statistics.median(windows) if windows else None,
+                           throughput=statistics.median(windows) if windows else
+                           max(warmup, default=None),
                            windows=len(windows), window_throughputs=tuple(windows))
     if outcome is Status.TIMEOUT:
         # Say where it was stuck, and for how long: "no batch from the DataLoader after 55 s"

@@ -7,7 +7,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from autotune.contract.events import FirstStepEvent, PhaseEvent, TrialEvent, WindowEvent, decode
+from autotune.contract.events import (FirstStepEvent, PhaseEvent, TrialEvent, WarmupEvent,
+                                      WindowEvent, decode)
 from autotune.contract.phases import Phase, stalled
 
 __all__ = ["EventCallback", "EventTail"]
@@ -24,6 +25,8 @@ class EventTail:
         self.offset = 0
         self.rates: list[float] = []
         """Each timed window's rate so far."""
+        self.warmup_rates: list[float] = []
+        """Each warm-up chunk's rate so far (`WarmupEvent`)."""
         self.phase: str = Phase.START.value
         self.phase_since = time.time()
         """When the trial entered `phase` (wall clock: the trial stamps its events so)."""
@@ -46,6 +49,8 @@ class EventTail:
                     continue
                 if isinstance(event, WindowEvent):
                     self.rates.append(float(event.throughput))
+                elif isinstance(event, WarmupEvent) and event.seconds > 0:
+                    self.warmup_rates.append(event.items / event.seconds)
                 elif isinstance(event, PhaseEvent):
                     self.phase = event.phase
                     self.phase_since = float(event.time)

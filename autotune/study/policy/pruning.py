@@ -1,4 +1,5 @@
-"""Stop a trial that is clearly slower than the best so far, after its first timed windows.
+"""Stop a trial that is clearly slower than the best so far, after its first timed windows, or
+in its warm-up when it runs at a fraction of the best (`HOPELESS`).
 
 The trial process streams each window's rate; the search reports the running median to Optuna
 (`trial.report`) and asks this pruner. A pruned trial is told as PRUNED with its intermediate
@@ -14,12 +15,23 @@ import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.contract.events import TrialEvent, WindowEvent
+from autotune.contract.events import TrialEvent, WarmupEvent, WindowEvent
 
-__all__ = ["PRUNE_RATIO", "IncumbentPruner", "report_copy", "report_windows"]
+__all__ = ["HOPELESS", "HOPELESS_CHUNKS", "PRUNE_RATIO", "IncumbentPruner", "best_so_far",
+           "report_copy", "report_windows"]
 
 PRUNE_RATIO = 0.6
 """A trial whose running median stays under this share of the best so far is pruned."""
+
+HOPELESS = 0.3
+"""A trial whose fastest warm-up chunk (`WarmupEvent`: steps after the first that compiled
+nothing) ran under this share of the best so far is stopped before its windows. Half the window
+pruner's bar: warm-up steps can run slower than timed ones (a loader's first rounds, allocator
+growth). On an H100 a Faster R-CNN at fp16 read 0.06x the best after 39 s of warm-up
+(2026-11-26); the slowest dtype a held-out ViT-B/16 ran eager read 0.24x."""
+
+HOPELESS_CHUNKS = 2
+"""Warm-up chunks (a second of steps each at least) seen before a trial is judged hopeless."""
 
 
 class IncumbentPruner(BasePruner):
@@ -42,21 +54,42 @@ class IncumbentPruner(BasePruner):
         step = trial.last_step
         if step is None or step < self.min_windows:
             return False
-        best = max((t.value for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                    if t.value), default=None)
+        best = best_so_far(study)
         if best is None:
             return False
         return trial.intermediate_values[step] < self.ratio * best
 
 
-def report_windows(trial: optuna.Trial, prune: Callable[[str], None] | None
-                   ) -> Callable[[TrialEvent], None]:
+def best_so_far(study: optuna.Study) -> float | None:
+    """The highest rate a trial completed with (None: none yet)."""
+    return max((t.value for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if t.value), default=None)
+
+
+def report_windows(trial: optuna.Trial, prune: Callable[[str], None] | None, *,
+                   windows: bool = True) -> Callable[[TrialEvent], None]:
     """A trial's event callback: report each window's running median to Optuna and, when the
-    pruner says so, stop the trial through `prune` (its runner's; None: never pruned)."""
+    pruner says so, stop the trial through `prune` (its runner's; None: never pruned). Before
+    the windows, a trial whose warm-up ran under HOPELESS x the best so far is stopped too,
+    its fastest chunk reported as step 0; with `windows` False (a guided start) only that."""
     rates: list[float] = []
+    warm: list[float] = []
+    stopped: list[bool] = []  # once: the runner kills it a poll later, events may come first
 
     def on_event(event: TrialEvent) -> None:
-        if not isinstance(event, WindowEvent) or prune is None:
+        if prune is None:
+            return
+        if isinstance(event, WarmupEvent) and event.seconds > 0 and not rates:
+            warm.append(event.items / event.seconds)
+            best = best_so_far(trial.study)
+            if len(warm) >= HOPELESS_CHUNKS and best is not None and max(warm) < HOPELESS * best \
+                    and not stopped:
+                stopped.append(True)
+                trial.report(max(warm), 0)
+                prune(f"pruned in warm-up: its steps ran at most {max(warm):.4g}/s, under "
+                      f"{HOPELESS:.0%} of the best so far ({best:.4g}/s)")
+            return
+        if not isinstance(event, WindowEvent) or not windows:
             return
         rates.append(float(event.throughput))
         trial.report(statistics.median(rates), len(rates))

@@ -24,7 +24,7 @@ from autotune.study.store import records
 from autotune.study.store.records import TrialRecord
 
 __all__ = ["EAGER", "EXPLORE", "diagnosed_recipe", "eager_live", "follow_ups", "initial_starts",
-           "prunable", "unmeasured"]
+           "prunable", "stoppable", "unmeasured"]
 
 Start = tuple[str, TrainConfig]
 
@@ -55,6 +55,13 @@ def prunable(role: str) -> bool:
     """The sampler's own trials and exploration may be pruned; the guided starts (baseline,
     recipe, follow-ups) are measured to the end: every ratio and the ladder depend on them."""
     return role == "" or role.startswith(EXPLORE)
+
+
+def stoppable(role: str) -> bool:
+    """Trials that may be stopped in warm-up when they run at a fraction of the best
+    (`pruning.HOPELESS`): every one but the baseline and the recipe, whose rates every ratio is
+    told against. A follow-up or an eager trial that slow changes no choice of the ladder's."""
+    return role not in (records.BASELINE, records.RECIPE)
 
 
 def unmeasured(space: SearchSpace, new: Callable[[TrainConfig], bool], *, seed: int | None,

@@ -416,3 +416,27 @@ def test_windows_end_by_the_runners_deadline_not_the_trials_own_clock(
     assert result.windows is not None and result.windows >= 1 and not result.converged
     deadline = json.loads((trial_dir / "request.json").read_text())["deadline"]
     assert before + 20.0 <= deadline <= before + 20.5
+
+
+@pytest.mark.slow
+def test_a_trial_hopeless_in_warm_up_is_stopped_there_with_its_warm_up_rate(
+        tmp_path: Path, test_adapters: Path) -> None:
+    # 20 ms a step (8 samples: about 400/s) against a best of 1M/s; its warm-up alone would
+    # take 6 s, and no window ran.
+    import optuna
+
+    from autotune.study.policy.pruning import report_windows
+
+    study = optuna.create_study(direction="maximize")
+    study.tell(study.ask(), 1e6)
+    trial = study.ask()
+    runner = SubprocessRunner()
+    long_warm_up = MeasureSettings(min_warmup_steps=300, max_warmup_steps=300,
+                                   window_seconds=0.5, budget_seconds=2.0)
+    result = runner.run(request_for(test_adapters / "slow_model.py", TrainConfig(batch_size=8),
+                                    long_warm_up), tmp_path / "t", timeout=60,
+                        on_event=report_windows(trial, runner.prune, windows=False))
+    assert result.status is Status.PRUNED, result.reason
+    assert result.reason.startswith("pruned in warm-up: its steps ran at most ")
+    assert result.windows == 0 and result.throughput is not None
+    assert 100 < result.throughput < 500  # what it was judged on, its fastest second

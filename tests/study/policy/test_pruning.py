@@ -7,8 +7,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from autotune.contract.events import WindowEvent
-from autotune.study.policy.pruning import IncumbentPruner, report_copy, report_windows
+from autotune.contract.events import WarmupEvent, WindowEvent
+from autotune.study.policy.pruning import HOPELESS, IncumbentPruner, report_copy, report_windows
+from autotune.study.policy.starts import stoppable
 
 
 @pytest.fixture(autouse=True)
@@ -74,3 +75,49 @@ def test_the_ratio_and_window_count_are_checked() -> None:
         IncumbentPruner(ratio=1.5)
     with pytest.raises(ValueError, match="min_windows"):
         IncumbentPruner(min_windows=0)
+
+
+# -- in warm-up: a trial at a fraction of the best (a Faster R-CNN at fp16 read 0.06x on an H100
+# after 39 s of warm-up) --------------------------------------------------------------------------
+
+
+def warm(trial: optuna.Trial, chunks: list[tuple[float, float]], *, windows: bool = True,
+         then: list[float] = ()) -> list[str]:  # type: ignore[assignment]
+    pruned: list[str] = []
+    on_event = report_windows(trial, pruned.append, windows=windows)
+    for rate in then:
+        on_event(WindowEvent(throughput=rate))
+    for items, seconds in chunks:
+        on_event(WarmupEvent(items=items, seconds=seconds, steps=1))
+    return pruned
+
+
+def test_a_trial_whose_warm_up_runs_at_a_fraction_of_the_best_is_stopped_there() -> None:
+    study = study_with_best(100.0)
+    trial = study.ask()
+    reasons = warm(trial, [(20.0, 1.0), (25.0, 1.0), (10.0, 1.0)])
+    assert len(reasons) == 1  # once, at the second chunk
+    assert reasons[0] == ("pruned in warm-up: its steps ran at most 25/s, under 30% of the "
+                          "best so far (100/s)")
+    study.tell(trial, state=TrialState.PRUNED)
+    assert study.trials[1].intermediate_values == {0: 25.0}  # what TPE learns from
+    assert study.trials[1].value == 25.0
+
+
+def test_a_slow_warm_up_short_of_hopeless_or_of_two_chunks_goes_on() -> None:
+    study = study_with_best(100.0)
+    assert warm(study.ask(), [(20.0, 1.0), (HOPELESS * 100.0 * 2, 2.0)]) == []  # one at 0.3x
+    assert warm(study.ask(), [(5.0, 1.0)]) == []  # one chunk: not yet
+    # Its windows began (the warm-up's chunks came late): the window pruner judges it.
+    assert warm(study.ask(), [(5.0, 1.0), (5.0, 1.0)], then=[90.0]) == []
+    empty = optuna.create_study(direction="maximize", pruner=IncumbentPruner())
+    assert warm(empty.ask(), [(1.0, 1.0), (1.0, 1.0)]) == []  # no best to be judged against
+
+
+def test_a_guided_start_is_stopped_only_in_warm_up() -> None:
+    study = study_with_best(100.0)
+    assert warm(study.ask(), [], windows=False, then=[10.0, 10.0, 10.0]) == []
+    assert len(warm(study.ask(), [(2.0, 1.0), (2.0, 1.0)], windows=False)) == 1
+    roles = {"baseline": False, "recipe": False, "": True, "explore: x": True,
+             "eager: bs=8 fp16": True, "follow: bs=64 bf16": True}
+    assert {role: stoppable(role) for role in roles} == roles
