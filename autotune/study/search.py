@@ -28,7 +28,7 @@ from autotune.study.confirmation.phase import ConfirmPhase
 from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
 from autotune.study.execution.protocol import Runner
 from autotune.study.execution.slots import GangRunner, Job
-from autotune.study.policy.eager import cannot_win, gains_of, recompiling
+from autotune.study.policy.eager import cannot_win, compiled_dtypes, gains_of, recompiling
 from autotune.study.policy.sampler import held
 from autotune.study.policy.scan import DtypeStage
 from autotune.study.policy.one_shape import OneShapeStage
@@ -256,7 +256,10 @@ class Search:
                 ladder.add(follow_ups(self.space, done, best, device=s.device, cpus=s.cpus),
                            new_best=new_best)
                 ladder.add(self._dtypes.due(recs, ladder.pending), new_best=True)
-            # Any trial, TPE's too, may be the one that kept the batches one shape.
+            # Any trial, TPE's too, may be a compiled best whose compile bought so much that
+            # the eager dtype order says little (`compiled_dtypes`), or the one that kept the
+            # batches one shape.
+            ladder.add(compiled_dtypes(self.space, recs, device=s.device), new_best=True)
             eager, compiled = self._one_shape.due(recs, ladder.pending)
             ladder.add(eager, new_best=True)
             ladder.add(compiled, new_best=True, urgent=True)

@@ -27,15 +27,22 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.fmt import human
 from autotune.contract.request import known_incompatible
 from autotune.contract.result import RECOMPILING, Status, Verdict
-from autotune.study.policy.starts import EAGER, Start
+from autotune.study.policy.starts import EAGER, FOLLOW, Start
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 
-__all__ = ["DTYPE_PRIOR", "GAIN_SLACK", "LOADER_MARGIN", "cannot_win", "compile_gains", "gain_key",
-           "dtype_starts", "gains_of", "kept_recompiling", "loader_ceiling", "recompiling"]
+__all__ = ["DTYPE_PRIOR", "DTYPE_RECHECK_GAIN", "GAIN_SLACK", "LOADER_MARGIN", "cannot_win",
+           "compile_gains", "compiled_dtypes", "dtype_starts", "gain_key", "gains_of",
+           "kept_recompiling", "loader_ceiling", "recompiling"]
 
 DTYPE_PRIOR = ("bf16", "tf32", "fp16", "fp32")
 """The order of the eager dtype trials (a prior: it orders, it never skips)."""
+DTYPE_RECHECK_GAIN = 1.5
+"""A compile mode that bought this much over its eager twin removed mostly launch overhead,
+which every dtype pays alike: the eager dtypes' order says little of the compiled one's, and
+the other dtypes are compiled too (`compiled_dtypes`). A GRU stepped in a Python loop (H100,
+2026-11-26) ran eager at 153k tokens/s in bf16, 154k in tf32; the search compiled the tf32
+leader with CUDA graphs (1.12M, 7.3x), and bf16 compiled alike, never tried, ran 1.52M."""
 LOADER_MARGIN = 1.15
 """A step may read a little above its loader's rate alone, both being noisy (ResNet-18 on an
 H100, bs 256, 12 workers: 3.74k images/s end to end, 3.43k with the loader alone: 1.09x)."""
@@ -78,8 +85,7 @@ def dtype_starts(space: SearchSpace, leader: TrainConfig, finished: Sequence[Tri
     eager, in the prior's order (the fused optimizer comes after them, at the dtype that led:
     `scan.optimizer_start`)."""
     seen = {r.config for r in finished if r.config is not None and r.result is not None}
-    order = sorted(space.values("amp_dtype"),
-                   key=lambda d: DTYPE_PRIOR.index(d) if d in DTYPE_PRIOR else len(DTYPE_PRIOR))
+    order = sorted(space.values("amp_dtype"), key=_prior)
     starts = []
     for dtype in order:
         config = space.changed(leader, amp_dtype=dtype, compile="none")
@@ -87,6 +93,33 @@ def dtype_starts(space: SearchSpace, leader: TrainConfig, finished: Sequence[Tri
                 and known_incompatible(config, device) is None:
             starts.append((f"{EAGER}{config.describe()}", config))
     return starts
+
+
+def compiled_dtypes(space: SearchSpace, finished: Sequence[TrialRecord], *, device: str
+                    ) -> list[Start]:
+    """When the best so far is compiled in a mode that bought at least DTYPE_RECHECK_GAIN over
+    eager in this study, its config with each other amp dtype of the space that has not run
+    compiled in that mode, in the prior's order (`cannot_win`, in the ladder's feed, drops those
+    whose eager rate times that gain stays below the best)."""
+    ran = _measured(finished)
+    best = max(ran, key=lambda r: r.rate, default=None)
+    if best is None or best.config.compile == "none" or \
+            compile_gains(finished).get(gain_key(best.config), 0.0) < DTYPE_RECHECK_GAIN:
+        return []
+    done = {r.config.amp_dtype for r in measured(finished)
+            if (r.config.compile, r.config.compile_scope) ==
+            (best.config.compile, best.config.compile_scope)}
+    starts = []
+    for dtype in sorted(space.values("amp_dtype"), key=_prior):
+        config = space.changed(best.config, amp_dtype=dtype)
+        if dtype not in done and config.amp_dtype == dtype and space.holds(config) \
+                and known_incompatible(config, device) is None:
+            starts.append((f"{FOLLOW}{config.describe()}", config))
+    return starts
+
+
+def _prior(dtype: str) -> int:
+    return DTYPE_PRIOR.index(dtype) if dtype in DTYPE_PRIOR else len(DTYPE_PRIOR)
 
 
 def loader_ceiling(config: TrainConfig, finished: Sequence[TrialRecord]
