@@ -39,8 +39,10 @@ class WarmupRate:
         self._stopped = False
 
     def __call__(self) -> StepResult:
+        if self._stopped:  # timed windows: nothing added to what they time
+            return self.step()
         now, compiled = self.clock(), self._compiled()
-        if self._last is not None and not self._stopped:
+        if self._last is not None:
             self._close(now, compiled)
         result = self.step()
         self._calls += 1

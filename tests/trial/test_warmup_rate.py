@@ -24,10 +24,12 @@ def test_chunks_of_steps_after_the_first_that_compiled_nothing() -> None:
     assert [(e.steps, e.seconds) for e in events] == [(4, 1.0), (4, 1.0)]
     assert all(e.items / e.seconds == pytest.approx(8 / 0.25) for e in events)
     assert sum(e.steps for e in events) * 0.25 >= 2 * CHUNK_SECONDS
-    rated.stop()  # the windows: nothing more
+    rated.stop()  # the windows: nothing more, and nothing read around their steps
+    reads: list[float] = []
+    rated.clock = lambda: reads.append(clock()) or clock()  # type: ignore[method-assign]
     for _ in range(12):
         rated()
-    assert len(events) == 2
+    assert len(events) == 2 and reads == [] and step.calls == 24
 
 
 def test_a_measured_step_streams_its_warm_up_and_is_timed_as_before() -> None:
