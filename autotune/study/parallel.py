@@ -228,7 +228,8 @@ class SlotLoop:
             # only, when it runs at a fraction of the best.
             runner, role = self.runners[slot], records.read_role(trial)
             report = report_windows(trial, runner.prune if runner.prunes and stoppable(role)
-                                    else None, windows=prunable(role))
+                                    else None, windows=prunable(role),
+                                    eager=config.compile == "none")
 
             def on_event(event: TrialEvent) -> None:
                 self.listener.trial_event(trial.number, event)

@@ -60,18 +60,23 @@ class IncumbentPruner(BasePruner):
         return trial.intermediate_values[step] < self.ratio * best
 
 
-def best_so_far(study: optuna.Study) -> float | None:
-    """The highest rate a trial completed with (None: none yet)."""
+def best_so_far(study: optuna.Study, *, eager: bool = False) -> float | None:
+    """The highest rate a trial completed with (None: none yet); with `eager`, of the trials
+    that compiled nothing."""
     return max((t.value for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                if t.value), default=None)
+                if t.value and not (eager and t.params.get("compile", "none") != "none")),
+               default=None)
 
 
 def report_windows(trial: optuna.Trial, prune: Callable[[str], None] | None, *,
-                   windows: bool = True) -> Callable[[TrialEvent], None]:
+                   windows: bool = True, eager: bool = False) -> Callable[[TrialEvent], None]:
     """A trial's event callback: report each window's running median to Optuna and, when the
     pruner says so, stop the trial through `prune` (its runner's; None: never pruned). Before
     the windows, a trial whose warm-up ran under HOPELESS x the best so far is stopped too,
-    its fastest chunk reported as step 0; with `windows` False (a guided start) only that."""
+    its fastest chunk reported as step 0; with `windows` False (a guided start) only that.
+    An `eager` trial (no compile) is judged against the eager trials: it ranks eager configs,
+    whose compiled forms come later (a GRU loop's eager dtypes ran at 0.14x its compiled best,
+    and the dtype that led eager was the one compiled)."""
     rates: list[float] = []
     warm: list[float] = []
     stopped: list[bool] = []  # once: the runner kills it a poll later, events may come first
@@ -81,13 +86,14 @@ def report_windows(trial: optuna.Trial, prune: Callable[[str], None] | None, *,
             return
         if isinstance(event, WarmupEvent) and event.seconds > 0 and not rates:
             warm.append(event.items / event.seconds)
-            best = best_so_far(trial.study)
+            best = best_so_far(trial.study, eager=eager)
             if len(warm) >= HOPELESS_CHUNKS and best is not None and max(warm) < HOPELESS * best \
                     and not stopped:
                 stopped.append(True)
                 trial.report(max(warm), 0)
                 prune(f"pruned in warm-up: its steps ran at most {max(warm):.4g}/s, under "
-                      f"{HOPELESS:.0%} of the best so far ({best:.4g}/s)")
+                      f"{HOPELESS:.0%} of the best {'eager trial ' if eager else ''}so far "
+                      f"({best:.4g}/s)")
             return
         if not isinstance(event, WindowEvent) or not windows:
             return
