@@ -39,8 +39,9 @@ def padded_shapes(low: int, high: int, multiple: int = PAD_MULTIPLE) -> int:
 
 
 def padding_note(shape_range: str, shape_count: int | None,
-                 multiple: int = PAD_MULTIPLE) -> str:
-    """One sentence for best.yaml: the shapes vary, over what, and what padding would allow."""
+                 multiple: int = PAD_MULTIPLE, *, batch_size: int | None = None) -> str:
+    """One sentence for best.yaml: the shapes vary, over what, and what padding would allow
+    (`batch_size`: the trial's, when known; a first dimension that grew past it is a length)."""
     ranges = parse_ranges(shape_range)
     seen = f", {shape_count} distinct shapes" if shape_count else ""
     if not ranges:
@@ -48,8 +49,9 @@ def padding_note(shape_range: str, shape_count: int | None,
     # A tensor's first dimension is the batch's samples: padding is advice for a length, not
     # for it (a sampler batching by length varies how many samples a batch holds). Not so in a
     # tensor of one sample, an item of a list held per sample (`[*]`): a detection target's
-    # boxes.
-    lengths = [r for r in ranges if not r[0].endswith("[0]") or "[*]" in r[0]]
+    # boxes; nor where it grew past the batch size: a recommender's flat ids of every sample.
+    lengths = [r for r in ranges if not r[0].endswith("[0]") or "[*]" in r[0]
+               or (batch_size is not None and r[2] > batch_size)]
     samples = ("" if len(lengths) == len(ranges) else
                " The number of samples a batch varies too (a sampler batching by length, a last "
                "partial batch): each batch size is a shape of its own as well.")
@@ -68,7 +70,7 @@ def padding_note(shape_range: str, shape_count: int | None,
 
 
 def shapes_block(*, vary: bool | None, shape_range: str | None, count: int | None,
-                 dynamic: bool | None) -> dict[str, Any] | None:
+                 dynamic: bool | None, batch_size: int | None = None) -> dict[str, Any] | None:
     """best.yaml's `shapes:`: whether the batches' shapes vary, over what, how many were seen,
     whether the compile was dynamic, and what padding would allow. None when not measured."""
     if vary is None:
@@ -76,4 +78,4 @@ def shapes_block(*, vary: bool | None, shape_range: str | None, count: int | Non
     if not vary:
         return {"vary": False}
     return {"vary": True, "range": shape_range, "distinct": count, "dynamic_compile": dynamic,
-            "note": padding_note(shape_range or "", count)}
+            "note": padding_note(shape_range or "", count, batch_size=batch_size)}

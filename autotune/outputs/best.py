@@ -61,7 +61,8 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
         "study": _study_block(winner),
         "diagnosis": _diagnosis(_diagnosed(winner) or result),
         "shapes": shapes_block(vary=result.shapes_vary, shape_range=result.shape_range,
-                               count=result.shape_count, dynamic=result.dynamic_shapes),
+                               count=result.shape_count, dynamic=result.dynamic_shapes,
+                               batch_size=config.batch_size),
         "measurement": {
             "trial": best.number,
             "spread": rounded(result.spread),

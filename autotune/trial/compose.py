@@ -113,7 +113,7 @@ class TrainStep:
         self._iterator: Iterator[Any] | None = None
         self._pending: deque[Any] = deque()
         """Batches pulled ahead (the first, the peeked ones), trained on first, in order."""
-        self.shapes = ShapeLog()
+        self.shapes = ShapeLog(config.batch_size)
         """The shapes of every batch this step pulled, and what they held (`amounts`)."""
         self.dynamic_shapes = False
         """Whether the model was compiled with dynamic shapes (the peeked batches varied)."""

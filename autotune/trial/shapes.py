@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from autotune.contract.shapes import format_ranges
@@ -25,10 +25,13 @@ MAX_LEAVES = 64
 """Tensors read per batch at most: a batch holding a list of per-sample tensors would otherwise
 cost a walk per sample (the rest of the batch is left out of its signature)."""
 
-PER_SAMPLE = 4
-"""Items of a list or tuple from which its items count as one per sample (a detection batch's
-list of images, a list of target dicts): shown as `[*]`, their ranges merged, instead of one
-range per item. Fewer are fields ((inputs, targets), (ids, mask, labels))."""
+PER_SAMPLE = 8
+"""Items of a list or tuple from which, when they are alike (the same tensors under each, of the
+same ranks), they count as one per sample (a detection batch's list of images, a list of target
+dicts): shown as `[*]`, their ranges merged, instead of one range per item. As many as the
+batch's samples count too. Fewer are fields ((inputs, targets), (ids, mask, labels)); fields
+that differ never count: a recommender's (ids, offsets, dense, labels) was read per sample when
+four items sufficed (held out, 2-CPU VM, 2026-11-26)."""
 
 _INDEX = re.compile(r"\[(\d+)\]")
 
@@ -87,10 +90,13 @@ class ShapeLog:
     """The signatures of the batches seen so far: whether they vary, how many distinct ones,
     and each varying dimension's smallest and largest size."""
 
-    def __init__(self) -> None:
+    def __init__(self, batch_size: int | None = None) -> None:
+        self.batch_size = batch_size
+        """The trial's batch size: a list of that many alike items is held per sample."""
         self.first: Signature | None = None
         self.seen: set[Signature] = set()
         self._sizes: dict[tuple[str, int], tuple[int, int]] = {}
+        self._ranks: dict[str, int] = {}
         self.amounts = BatchSizes()
         """Items and tensor elements per batch, over every batch added with its items."""
 
@@ -104,6 +110,7 @@ class ShapeLog:
             return
         self.seen.add(sig)
         for path, shape in sig:
+            self._ranks[path] = len(shape)
             for dim, size in enumerate(shape):
                 low, high = self._sizes.get((path, dim), (size, size))
                 self._sizes[(path, dim)] = (min(low, size), max(high, size))
@@ -119,9 +126,9 @@ class ShapeLog:
         return len(self.seen)
 
     def ranges(self) -> str:
-        """The varying dimensions and their ranges ("" when none varies); the items of a list of
-        PER_SAMPLE or more as one, `[*]`, over the smallest and largest size of any."""
-        general = _per_sample({path for path, _ in self._sizes})
+        """The varying dimensions and their ranges ("" when none varies); the items of a list
+        held per sample as one, `[*]`, over the smallest and largest size of any."""
+        general = _per_sample(self._ranks, self.batch_size)
         merged: dict[tuple[str, int], tuple[int, int]] = {}
         for (path, dim), (low, high) in self._sizes.items():
             key = (general[path], dim)
@@ -147,16 +154,21 @@ class ShapeFacts:
     """Distinct shapes seen: under `reduce-overhead`, one CUDA graph each."""
 
 
-def _per_sample(paths: Iterable[str]) -> dict[str, str]:
-    """Each path with the indices of lists holding PER_SAMPLE or more items as `[*]`."""
-    paths = list(paths)
-    indexed = {(path[:m.start()], m[1]) for path in paths for m in _INDEX.finditer(path)}
-    items = Counter(container for container, _ in indexed)  # a list's path -> its indices seen
+def _per_sample(ranks: Mapping[str, int], batch_size: int | None) -> dict[str, str]:
+    """Each path (with its tensor's rank) with the indices of lists held per sample as `[*]`:
+    PER_SAMPLE or more items, or as many as the batch's samples, all alike."""
+    under: dict[str, dict[str, set[tuple[str, int]]]] = defaultdict(lambda: defaultdict(set))
+    for path, rank in ranks.items():
+        for m in _INDEX.finditer(path):  # its list's path -> the index -> what lies under it
+            under[path[:m.start()]][m[1]].add((_INDEX.sub("[*]", path[m.end():]), rank))
+    held = {container for container, items in under.items()
+            if (len(items) >= PER_SAMPLE or 1 < len(items) == (batch_size or 0))
+            and len({frozenset(tensors) for tensors in items.values()}) == 1}
     out = {}
-    for path in paths:
+    for path in ranks:
         general = path  # right to left: the spans of the indices left of one stay as found
         for m in reversed(list(_INDEX.finditer(path))):
-            if items[path[:m.start()]] >= PER_SAMPLE:
+            if path[:m.start()] in held:
                 general = general[:m.start()] + "[*]" + general[m.end():]
         out[path] = general
     return out

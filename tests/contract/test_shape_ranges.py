@@ -51,6 +51,15 @@ def test_the_first_dimension_of_a_tensor_held_per_sample_is_a_length() -> None:
     assert f"padding [0][*][1] to a multiple of {PAD_MULTIPLE} would leave at most 2" in note
 
 
+def test_a_first_dimension_past_the_batch_size_is_a_length() -> None:
+    # A recommender's flat ids of every sample's history (held out, 2-CPU VM, 2026-11-26): the
+    # note said the number of samples a batch varies.
+    note = padding_note("[0][0] 300-8577", 276, batch_size=256)
+    assert "number of samples" not in note
+    assert "padding [0][0] to a multiple of" in note
+    assert "number of samples" in padding_note("[0][0] 13-256", 20, batch_size=256)
+
+
 def test_shapes_block() -> None:
     assert shapes_block(vary=None, shape_range=None, count=None, dynamic=None) is None
     assert shapes_block(vary=False, shape_range=None, count=1, dynamic=False) == {"vary": False}

@@ -6,7 +6,7 @@ import dataclasses
 
 import torch
 
-from autotune.trial.shapes import MAX_LEAVES, ShapeFacts, ShapeLog, signature
+from autotune.trial.shapes import MAX_LEAVES, PER_SAMPLE, ShapeFacts, ShapeLog, signature
 
 
 @dataclasses.dataclass
@@ -70,7 +70,7 @@ def detection_batch(sizes: list[int], boxes: list[int]) -> tuple[tuple, tuple]: 
 
 
 def test_a_list_held_per_sample_is_one_range_not_one_per_item() -> None:
-    log = ShapeLog()
+    log = ShapeLog(batch_size=4)  # four samples: each list holds one item per sample
     log.add(signature(detection_batch([64, 80, 96, 64], [1, 2, 3, 1])))
     log.add(signature(detection_batch([128, 64, 64, 96], [5, 1, 2, 2])))
     assert log.ranges() == ("[0][*][1] 64-128, [0][*][2] 80-144, [1][*].boxes[0] 1-5, "
@@ -82,3 +82,24 @@ def test_a_few_fields_stay_apart() -> None:
     for n in (5, 7):
         log.add(signature((torch.zeros(8, n), torch.zeros(8, n + 1), torch.zeros(8, n + 2))))
     assert log.ranges() == "[0][1] 5-7, [1][1] 6-8, [2][1] 7-9"
+
+
+def test_fields_that_differ_are_never_held_per_sample() -> None:
+    # A recommender's batch (held out, 2-CPU VM, 2026-11-26): the flat ids of every sample's
+    # history, the offsets where each starts, dense features, labels. Read per sample, its
+    # ranges merged into "[*][0] 256-8577".
+    log = ShapeLog(batch_size=4)
+    for total in (300, 8577):
+        log.add(signature((torch.zeros(total), torch.zeros(4), torch.zeros(4, 13),
+                           torch.zeros(4))))
+    assert log.ranges() == "[0][0] 300-8577"
+    # Four alike fields of a batch of 16: not its samples either.
+    fields = ShapeLog(batch_size=16)
+    for n in (5, 7):
+        fields.add(signature(tuple(torch.zeros(16, n) for _ in range(4))))
+    assert fields.ranges() == "[0][1] 5-7, [1][1] 5-7, [2][1] 5-7, [3][1] 5-7"
+    # Many alike items are samples, whatever the batch size says.
+    many = ShapeLog()
+    for n in (5, 7):
+        many.add(signature(tuple(torch.zeros(3, n + i) for i in range(PER_SAMPLE))))
+    assert many.ranges() == f"[*][1] 5-{7 + PER_SAMPLE - 1}"
