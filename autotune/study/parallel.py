@@ -144,7 +144,10 @@ class SlotLoop:
         """A guided start at the adapter's batch once its loader is seen to make its own
         batches (`batching.batch_held`): at another batch size it would measure the same."""
         batch = batch_held(self.objectives[0].finished())
-        return config if batch is None else self.space.with_batch(config, batch)
+        if batch is None:
+            return config
+        moved = self.space.changed(config, batch_size=batch)
+        return moved if self.space.holds(moved) else config  # a `when:` the batch turns off
 
     def _fill(self, slots: TrialSlots, deadline: float | None) -> None:
         s = self.settings
@@ -227,8 +230,8 @@ class SlotLoop:
             # and the search's direction depend on them; a follow-up is stopped in warm-up
             # only, when it runs at a fraction of the best.
             runner, role = self.runners[slot], records.read_role(trial)
-            report = report_windows(trial, runner.prune if runner.prunes and stoppable(role)
-                                    else None, windows=prunable(role),
+            stop = runner.prunes and self.settings.prune and stoppable(role)  # not --no-prune
+            report = report_windows(trial, runner.prune if stop else None, windows=prunable(role),
                                     eager=config.compile == "none")
 
             def on_event(event: TrialEvent) -> None:

@@ -224,7 +224,7 @@ class Search:
         if outcome.duplicate_of is not None:
             records.write_duplicate(trial, outcome.duplicate_of)
             if result.status is Status.PRUNED:
-                report_copy(trial, result.window_throughputs)
+                report_copy(trial, result.window_throughputs, result.throughput)
         if outcome.ceiling is not None:  # what it could read at most: the sampler learns that
             report_copy(trial, (outcome.ceiling,))
         if idle and s.guided:

@@ -154,6 +154,14 @@ class ShapeFacts:
     """Distinct shapes seen: under `reduce-overhead`, one CUDA graph each."""
 
 
+def _alike(items: Mapping[str, set[tuple[str, int]]]) -> bool:
+    """Whether a list's items hold the same tensors; its last item may hold part of them (the
+    signature stops at MAX_LEAVES tensors, within an item)."""
+    order = sorted(items, key=int)
+    common = {frozenset(items[i]) for i in order[:-1]}
+    return len(common) == 1 and frozenset(items[order[-1]]) <= next(iter(common))
+
+
 def _per_sample(ranks: Mapping[str, int], batch_size: int | None) -> dict[str, str]:
     """Each path (with its tensor's rank) with the indices of lists held per sample as `[*]`:
     PER_SAMPLE or more items, or as many as the batch's samples, all alike."""
@@ -162,8 +170,8 @@ def _per_sample(ranks: Mapping[str, int], batch_size: int | None) -> dict[str, s
         for m in _INDEX.finditer(path):  # its list's path -> the index -> what lies under it
             under[path[:m.start()]][m[1]].add((_INDEX.sub("[*]", path[m.end():]), rank))
     held = {container for container, items in under.items()
-            if (len(items) >= PER_SAMPLE or 1 < len(items) == (batch_size or 0))
-            and len({frozenset(tensors) for tensors in items.values()}) == 1}
+            if (len(items) >= PER_SAMPLE or 2 < len(items) == (batch_size or 0))
+            and _alike(items)}
     out = {}
     for path in ranks:
         general = path  # right to left: the spans of the indices left of one stay as found

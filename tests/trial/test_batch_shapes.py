@@ -103,3 +103,16 @@ def test_fields_that_differ_are_never_held_per_sample() -> None:
     for n in (5, 7):
         many.add(signature(tuple(torch.zeros(3, n + i) for i in range(PER_SAMPLE))))
     assert many.ranges() == f"[*][1] 5-{7 + PER_SAMPLE - 1}"
+
+
+def test_a_list_cut_short_by_the_leaf_limit_is_still_held_per_sample() -> None:
+    # 32 images and 32 target dicts of 3 tensors each: the signature stops at MAX_LEAVES
+    # tensors, inside a target.
+    log = ShapeLog(batch_size=32)
+    for n in (1, 8):
+        images = tuple(torch.zeros(3, 64 + n, 64) for _ in range(32))
+        targets = tuple({"boxes": torch.zeros(n, 4), "labels": torch.zeros(n),
+                         "area": torch.zeros(n)} for _ in range(32))
+        log.add(signature((images, targets)))
+    assert log.ranges() == ("[0][*][1] 65-72, [1][*].boxes[0] 1-8, [1][*].labels[0] 1-8, "
+                            "[1][*].area[0] 1-8")

@@ -106,8 +106,12 @@ def report_windows(trial: optuna.Trial, prune: Callable[[str], None] | None, *,
     return on_event
 
 
-def report_copy(trial: optuna.Trial, windows: Sequence[float]) -> None:
+def report_copy(trial: optuna.Trial, windows: Sequence[float], rate: float | None = None
+                ) -> None:
     """Report a pruned trial's window rates again on a trial that copies its result, so that
-    the sampler weighs the copy as it weighs the pruned original (its running medians)."""
+    the sampler weighs the copy as it weighs the pruned original (its running medians); one
+    stopped in warm-up (no window) reported its `rate` as step 0."""
+    if not windows and rate:
+        trial.report(rate, 0)
     for k in range(1, len(windows) + 1):
         trial.report(statistics.median(windows[:k]), k)

@@ -95,3 +95,30 @@ def test_a_search_stops_searching_batch_size_once_the_loader_is_seen_to_make_its
     batches = [q.config.batch_size for q in requests]
     first = next(i for i, b in enumerate(batches) if b >= 16)
     assert set(batches[first + 1:]) - {8}
+
+
+
+def test_a_start_moved_to_the_adapters_batch_is_one_the_space_holds() -> None:
+    # Checkpointing searched only at large batches: a start at 64 with it on, moved to the
+    # adapter's batch of 8, drops it, as the space would (the space's own projection), rather
+    # than carrying a value the space cannot propose there.
+    from types import SimpleNamespace
+
+    from autotune.study.parallel import SlotLoop
+    from autotune.study.space.file import parse_space
+
+    class Bucketing(Adapter):
+        batch_size = 8
+        vary_global_batch = True
+
+    raw = {**SPACE, "checkpoint": {"choices": [0.0, 1.0], "when": "batch_size >= 32"}}
+    space = parse_space(raw, source="s.yaml", adapter=Bucketing, device_type="cuda", cpus=16)
+    made = [record(0, 8, 250.0, role="baseline"), record(1, 64, 250.0)]
+    loop = SimpleNamespace(space=space, objectives=[SimpleNamespace(finished=lambda: made)])
+    start = TrainConfig(batch_size=64, num_workers=2, checkpoint=1.0)
+    assert space.holds(start)
+    moved = SlotLoop.at_held_batch(loop, start)  # type: ignore[arg-type]
+    assert (moved.batch_size, moved.checkpoint, moved.num_workers) == (8, 0.0, 2)
+    assert space.holds(moved)
+    loop.objectives = [SimpleNamespace(finished=lambda: made[:1])]  # no evidence yet
+    assert SlotLoop.at_held_batch(loop, start) == start  # type: ignore[arg-type]

@@ -136,3 +136,11 @@ def test_an_eager_trial_is_judged_against_the_eager_trials() -> None:
     reasons = warm(study.ask(), [(20.0, 1.0), (20.0, 1.0)], eager=True)
     assert reasons == ["pruned in warm-up: its steps ran at most 20/s, under 30% of the best "
                        "eager trial so far (150/s)"]
+
+
+def test_a_copy_of_a_trial_stopped_in_warm_up_reports_its_rate_as_step_0() -> None:
+    study = study_with_best(100.0)
+    copy = study.ask()
+    report_copy(copy, [], 5.0)
+    study.tell(copy, state=TrialState.PRUNED)
+    assert study.trials[1].intermediate_values == {0: 5.0} and study.trials[1].value == 5.0
