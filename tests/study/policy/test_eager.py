@@ -660,3 +660,7 @@ def test_a_modest_compile_gain_leaves_the_eager_dtype_order_standing() -> None:
         best = done(2, BASE.replace(amp_dtype="bf16", compile="default"), throughput=100 * gain,
                     gains={"default": gain})
         assert [c for _, c in compiled_dtypes(space, [eager, best], device="cuda")] == expected
+    # fp32 compiled in that mode once already (its loss not compiled, other loader knobs): done.
+    tried = done(3, BASE.replace(amp_dtype="fp32", compile="default", num_workers=2,
+                                 compile_scope="loss"), throughput=60.0)
+    assert compiled_dtypes(space, [eager, best, tried], device="cuda") == []
