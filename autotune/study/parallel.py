@@ -39,6 +39,7 @@ from autotune.study.space.bound import SearchSpace
 from autotune.study.store import records
 from autotune.study.store.claim import StudyLock, running_twin, wait_finished
 from autotune.study.store.recovery import step_over, take_over
+from autotune.study.store.records import TrialRecord
 from autotune.study.store.storage import ask, beating
 
 __all__ = ["CONVERGED_REPEATS", "MIN_TRIAL_SECONDS", "Finish", "LoopState", "SlotLoop", "TrialSlots"]
@@ -132,18 +133,18 @@ class SlotLoop:
             beat.close()
         tell(self.study, trial, result, budget_cut=budget_cut, says_nothing=says_nothing)
 
-    def needless(self, config: TrainConfig) -> bool:
-        """A guided start not worth a trial: measured before (it would copy that result) or,
-        by what was measured, unable to beat the best (`cannot_win`)."""
-        objective = self.objectives[0]
-        done = objective.finished()
-        return objective.measured_before(config, done) is not None \
+    def needless(self, config: TrainConfig, done: Sequence[TrialRecord]) -> bool:
+        """A guided start not worth a trial, by the finished trials `done`: measured before (it
+        would copy that result) or, by what was measured, unable to beat the best
+        (`cannot_win`)."""
+        return self.objectives[0].measured_before(config, done) is not None \
             or cannot_win(config, done) is not None or recompiling(config, done) is not None
 
-    def at_held_batch(self, config: TrainConfig) -> TrainConfig:
-        """A guided start at the adapter's batch once its loader is seen to make its own
-        batches (`batching.batch_held`): at another batch size it would measure the same."""
-        batch = batch_held(self.objectives[0].finished())
+    def at_held_batch(self, config: TrainConfig, done: Sequence[TrialRecord]) -> TrainConfig:
+        """A guided start at the adapter's batch once its loader is seen (in the finished
+        trials `done`) to make its own batches (`batching.batch_held`): at another batch size
+        it would measure the same."""
+        batch = batch_held(done)
         if batch is None:
             return config
         moved = self.space.changed(config, batch_size=batch)
@@ -187,10 +188,12 @@ class SlotLoop:
         trial that measures the same config (of this search or another), if any."""
         self._step_over()
         with self.lock:  # the next guided start, queued once whichever host feeds it
-            self.state.ladder.feed(self.study, self.space, skip=self.needless,
-                                   project=self.at_held_batch)
+            done = self.objectives[0].finished()  # read once: feeding enqueues, finishes none
+            self.state.ladder.feed(self.study, self.space,
+                                   skip=lambda c: self.needless(c, done),
+                                   project=lambda c: self.at_held_batch(c, done))
         # Guided starts (enqueued) keep their own values.
-        hold = held(self.objectives[0].finished(), self.space.values)
+        hold = held(done, self.space.values)
         key = tuple(sorted(hold.items()))
         if key not in self._held:
             self._held[key] = holding(self._sampler, hold)

@@ -85,14 +85,8 @@ def dtype_starts(space: SearchSpace, leader: TrainConfig, finished: Sequence[Tri
     eager, in the prior's order (the fused optimizer comes after them, at the dtype that led:
     `scan.optimizer_start`)."""
     seen = {r.config for r in finished if r.config is not None and r.result is not None}
-    order = sorted(space.values("amp_dtype"), key=_prior)
-    starts = []
-    for dtype in order:
-        config = space.changed(leader, amp_dtype=dtype, compile="none")
-        if config.amp_dtype == dtype and config not in seen and space.holds(config) \
-                and known_incompatible(config, device) is None:
-            starts.append((f"{EAGER}{config.describe()}", config))
-    return starts
+    return [(f"{EAGER}{c.describe()}", c)
+            for c in _each_dtype(space, leader, device, compile="none") if c not in seen]
 
 
 def compiled_dtypes(space: SearchSpace, finished: Sequence[TrialRecord], *, device: str
@@ -111,13 +105,21 @@ def compiled_dtypes(space: SearchSpace, finished: Sequence[TrialRecord], *, devi
     # and again with the loss compiled, 15 s for 0.40x.
     done = {r.config.amp_dtype for r in measured(finished)
             if r.config.compile == best.config.compile}
-    starts = []
+    return [(f"{FOLLOW}{c.describe()}", c)
+            for c in _each_dtype(space, best.config, device) if c.amp_dtype not in done]
+
+
+def _each_dtype(space: SearchSpace, base: TrainConfig, device: str, **changes: object
+                ) -> list[TrainConfig]:
+    """`base` (with `changes`) at each amp dtype of the space, in the prior's order, where the
+    space holds it at that dtype and it can run on `device`."""
+    configs = []
     for dtype in sorted(space.values("amp_dtype"), key=_prior):
-        config = space.changed(best.config, amp_dtype=dtype)
-        if dtype not in done and config.amp_dtype == dtype and space.holds(config) \
+        config = space.changed(base, amp_dtype=dtype, **changes)
+        if config.amp_dtype == dtype and space.holds(config) \
                 and known_incompatible(config, device) is None:
-            starts.append((f"{FOLLOW}{config.describe()}", config))
-    return starts
+            configs.append(config)
+    return configs
 
 
 def _prior(dtype: str) -> int:

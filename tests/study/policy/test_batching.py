@@ -114,11 +114,10 @@ def test_a_start_moved_to_the_adapters_batch_is_one_the_space_holds() -> None:
     raw = {**SPACE, "checkpoint": {"choices": [0.0, 1.0], "when": "batch_size >= 32"}}
     space = parse_space(raw, source="s.yaml", adapter=Bucketing, device_type="cuda", cpus=16)
     made = [record(0, 8, 250.0, role="baseline"), record(1, 64, 250.0)]
-    loop = SimpleNamespace(space=space, objectives=[SimpleNamespace(finished=lambda: made)])
+    loop = SimpleNamespace(space=space)
     start = TrainConfig(batch_size=64, num_workers=2, checkpoint=1.0)
     assert space.holds(start)
-    moved = SlotLoop.at_held_batch(loop, start)  # type: ignore[arg-type]
+    moved = SlotLoop.at_held_batch(loop, start, made)  # type: ignore[arg-type]
     assert (moved.batch_size, moved.checkpoint, moved.num_workers) == (8, 0.0, 2)
     assert space.holds(moved)
-    loop.objectives = [SimpleNamespace(finished=lambda: made[:1])]  # no evidence yet
-    assert SlotLoop.at_held_batch(loop, start) == start  # type: ignore[arg-type]
+    assert SlotLoop.at_held_batch(loop, start, made[:1]) == start  # type: ignore[arg-type]
