@@ -34,9 +34,14 @@ INPUT_MARGIN = 0.9
 MIN_DATA_WAIT = 0.05
 # On CUDA, kernels filling less of a compute step than this mean launch/host overhead dominates.
 MIN_GPU_BUSY = 0.6
-# A step that waited this share of its time for data is input-bound whatever the loader's
-# rate alone says: a short loader-only probe of a bursty loader can read high.
+# A step that waited this share of its time for data is input-bound even when the loader alone
+# reads faster than the model: a short loader-only probe of a bursty loader can read high...
 HEAVY_DATA_WAIT = 0.3
+# ...though not this many times the end-to-end rate. The H100 grids' input-bound cells read
+# their loader alone at 0.55-1.64x the step's rate. A held-out GRU under CUDA graphs waited 32%
+# of a 3.8-ms step with its loader alone at 3.4x the step: the wait was the training process
+# taking each batch over (unpinned), not the workers making them (H100, 2026-11-27).
+HANDOVER = 2.5
 # CPUs this busy during the timed windows leave nothing for another DataLoader worker to use.
 CPU_SATURATED = 0.9
 # A part's rate this far below the end-to-end rate contradicts it beyond noise (the search's
@@ -95,8 +100,16 @@ def classify(
 
     slower_loader = (loader_rate is not None and compute_rate is not None
                      and loader_rate < INPUT_MARGIN * compute_rate)
+    handover = (not slower_loader and loader_rate is not None
+                and loader_rate >= HANDOVER * throughput)
+    if handover and data_wait_fraction >= HEAVY_DATA_WAIT:
+        note = (f" (the step waited for data {data_wait_fraction:.0%} of the time, though the "
+                f"loader alone delivers {human(loader_rate)} {unit}/s, "
+                f"{loader_rate / throughput:.1f}x the step's rate: the wait is the training "
+                "process taking each batch over, not the workers making it; pin_memory, or "
+                "fewer, larger batches)" + note)
     if (slower_loader and data_wait_fraction >= MIN_DATA_WAIT) \
-            or data_wait_fraction >= HEAVY_DATA_WAIT:
+            or (data_wait_fraction >= HEAVY_DATA_WAIT and not handover):
         if loader_rate is not None and compute_rate is not None:
             rates = (f"the loader delivers {human(loader_rate)} {unit}/s, the model consumes "
                      f"{human(compute_rate)} {unit}/s")
