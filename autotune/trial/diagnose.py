@@ -100,14 +100,8 @@ def classify(
 
     slower_loader = (loader_rate is not None and compute_rate is not None
                      and loader_rate < INPUT_MARGIN * compute_rate)
-    handover = (not slower_loader and loader_rate is not None
-                and loader_rate >= HANDOVER * throughput)
-    if handover and data_wait_fraction >= HEAVY_DATA_WAIT:
-        note = (f" (the step waited for data {data_wait_fraction:.0%} of the time, though the "
-                f"loader alone delivers {human(loader_rate)} {unit}/s, "
-                f"{loader_rate / throughput:.1f}x the step's rate: the wait is the training "
-                "process taking each batch over, not the workers making it; pin_memory, or "
-                "fewer, larger batches)" + note)
+    handover = "" if slower_loader else _handover(throughput, data_wait_fraction, loader_rate, unit)
+    note = handover + note
     if (slower_loader and data_wait_fraction >= MIN_DATA_WAIT) \
             or (data_wait_fraction >= HEAVY_DATA_WAIT and not handover):
         if loader_rate is not None and compute_rate is not None:
@@ -145,6 +139,19 @@ def classify(
                 f"the step waited for data only {data_wait_fraction:.0%} of the time, so the "
                 "model side is the limit: precision, compile and batch size matter; more "
                 "workers will not help")
+
+
+def _handover(throughput: float, data_wait_fraction: float, loader_rate: float | None,
+              unit: str) -> str:
+    """A heavy data wait beside a loader `HANDOVER` times the step's rate, in words ("" when
+    not): the training process taking each batch over, which more workers cannot shorten."""
+    if loader_rate is None or loader_rate < HANDOVER * throughput \
+            or data_wait_fraction < HEAVY_DATA_WAIT:
+        return ""
+    return (f" (the step waited for data {data_wait_fraction:.0%} of the time, though the "
+            f"loader alone delivers {human(loader_rate)} {unit}/s, {loader_rate / throughput:.1f}x "
+            "the step's rate: the wait is the training process taking each batch over, not the "
+            "workers making it; pin_memory, or fewer, larger batches)")
 
 
 def diagnose(
