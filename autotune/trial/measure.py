@@ -19,25 +19,19 @@ from collections.abc import Callable
 
 from autotune.contract.request import MeasureSettings
 from autotune.contract.stats import median_uncertainty, relative_spread
+from autotune.trial.trend import EXTEND, still_rising
 from autotune.trial.warmup import (RECOMPILE_SECONDS, Gather, Skip, Step, StepResult, WarmUp,
                                    warm_up)
 
-__all__ = [
-    "Measurement",
-    "MeasureSettings",
-    "NonFiniteLoss",
-    "StepResult",
-    "Window",
-    "measure",
-    "relative_spread",
-]
-
+__all__ = ["Measurement", "MeasureSettings", "NonFiniteLoss", "StepResult", "Window", "measure",
+           "relative_spread"]
 
 MAX_RECOMPILED_WINDOWS = 3
 """Timed windows dropped because Dynamo compiled inside them, at most. A recompile (a new shape,
 a new path) is a fixed cost, like the first compile: a transformers GPT-2 on padded batches
 recompiled once 45 steps in, and the one window around it read 845 tokens/s against 70k
 (H100, 2026-11-25). Past this many, recompiles are the step's steady state and count."""
+
 
 class NonFiniteLoss(Exception):
     """The loss became NaN or infinite: the configuration is broken, not fast."""
@@ -70,6 +64,8 @@ class Measurement:
     agree: int = 3
     recompiled_windows: int = 0
     """Windows timed again because Dynamo compiled inside them (`MAX_RECOMPILED_WINDOWS`)."""
+    rising_windows: int = 0
+    """Windows dropped because the rate still climbed when the budget ended (`trend`)."""
 
     @property
     def throughput(self) -> float:
@@ -168,7 +164,7 @@ def measure(
     plan = _plan_windows(warm, s, gathered=gather is not None)
     if on_timed_start is not None:
         on_timed_start()
-    windows, dropped, converged = _timed_windows(
+    windows, dropped, converged, rising = _timed_windows(
         step, plan, s, sync=sync, clock=clock, finite=finite, gather=gather, on_window=on_window,
         until=until, compiled_seconds=compiled_seconds)
     return Measurement(
@@ -181,6 +177,7 @@ def measure(
         tolerance=s.tolerance,
         agree=s.agree,
         recompiled_windows=dropped,
+        rising_windows=rising,
     )
 
 
@@ -198,13 +195,13 @@ def _timed_windows(step: Step, plan: _WindowPlan, s: MeasureSettings, *,
                    finite: Callable[[], bool], gather: Gather | None,
                    on_window: Callable[[Window], None] | None, until: float | None,
                    compiled_seconds: Callable[[], float | None] | None
-                   ) -> tuple[list[Window], int, bool]:
+                   ) -> tuple[list[Window], int, bool, int]:
     """Timed windows until their median is known to the tolerance, the budget ends, or another
-    would end past `until`: the windows, how many recompiled ones were dropped, and whether
-    they converged (`measure` says what each argument is)."""
+    would end past `until`: the windows, how many recompiled ones were dropped, whether they
+    converged, and how many were dropped as still rising (`measure` says what each argument is)."""
     windows: list[Window] = []
     dropped: list[Window] = []
-    converged = False
+    converged, rising, budget = False, 0, s.budget_seconds
     timed_start = clock()
     while True:
         before = compiled_seconds() if compiled_seconds is not None else None
@@ -223,13 +220,16 @@ def _timed_windows(step: Step, plan: _WindowPlan, s: MeasureSettings, *,
                 on_window(window)
         if not finite():
             raise NonFiniteLoss(f"loss was not finite in timed window {len(windows) + len(dropped)}")
-        if (
-            len(windows) >= s.min_windows
-            and median_uncertainty([w.throughput for w in windows]) <= s.tolerance
-        ):
+        if len(windows) >= s.min_windows \
+                and median_uncertainty([w.throughput for w in windows]) <= s.tolerance:
             converged = True
             break
-        out_of_time = elapsed >= s.budget_seconds
+        out_of_time = elapsed >= budget
+        if out_of_time and elapsed < EXTEND * s.budget_seconds \
+                and still_rising([w.throughput for w in windows], s.tolerance):
+            rising += len(windows) // 2  # a warm-up the step had not finished (`trend`)
+            del windows[:len(windows) // 2]  # and half a budget more to time what is left
+            budget, out_of_time = min(EXTEND * s.budget_seconds, elapsed + budget / 2), False
         if len(windows) >= s.max_windows or (out_of_time and len(windows) >= s.min_windows):
             break
         usual = windows[-1].seconds if windows else window.seconds
@@ -237,7 +237,7 @@ def _timed_windows(step: Step, plan: _WindowPlan, s: MeasureSettings, *,
             break  # another window would end past it: unconverged, but measured, not killed
     if not windows:  # only recompiled windows fitted: they are what was measured
         windows, dropped = dropped, []
-    return windows, len(dropped), converged
+    return windows, len(dropped), converged, rising
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

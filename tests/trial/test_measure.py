@@ -177,6 +177,38 @@ def test_alternating_windows_stop_at_the_budget() -> None:
     assert len(m.windows) == 6
 
 
+def climbing_then_steady(warmup: int, climb: int) -> Callable[[int], float]:
+    """SLOW through warm-up; then `climb` windows of 4 steps alternating SLOW and 2 x SLOW
+    (new shapes paying for their plans, unevenly); then FAST for good."""
+    def duration(n: int) -> float:
+        if n == 0:
+            return COMPILE
+        if n < warmup:
+            return SLOW
+        window = (n - warmup) // 4
+        return (SLOW if window % 2 == 0 else 2 * SLOW) if window < climb else FAST
+    return duration
+
+
+def test_windows_still_climbing_at_the_budget_drop_their_earlier_half_and_go_on() -> None:
+    # Four climbing windows (0.75 s), then fast ones of 1/16 s: at the 1-s budget the later
+    # half of 8 windows runs twice the earlier's rate. The earlier half is dropped and what is
+    # left agrees on the fast rate.
+    m, _ = run(climbing_then_steady(warmup=3, climb=4), min_warmup_steps=3, min_window_steps=4,
+               window_seconds=2 * SLOW, max_windows=1000, budget_seconds=1.0, tolerance=0.02)
+    assert m.rising_windows == 4
+    assert m.throughput == pytest.approx(4 * ITEMS / (4 * FAST))  # the steady rate
+    assert all(w.seconds == pytest.approx(4 * FAST) for w in m.windows)
+
+
+def test_a_climb_past_extend_budgets_is_left_as_measured() -> None:
+    # Slow for far longer than 3 budgets: nothing rises within them, the windows stop at 0.5 s.
+    m, _ = run(climbing_then_steady(warmup=3, climb=10_000), min_warmup_steps=3,
+               min_window_steps=4, window_seconds=2 * SLOW, max_windows=1000, budget_seconds=0.5)
+    assert m.rising_windows == 0 and not m.converged
+    assert sum(w.seconds for w in m.windows) < 0.5 + 4 * 2 * SLOW  # stopped at the budget
+
+
 def test_windows_stop_at_the_trials_deadline_unconverged_but_measured() -> None:
     # The same noisy windows with a budget of 1000 s: the trial's own time limit (stop_at, at
     # 1 s on the fake clock) ends them, where being killed at the limit would lose them all.
