@@ -100,7 +100,8 @@ def classify(
 
     slower_loader = (loader_rate is not None and compute_rate is not None
                      and loader_rate < INPUT_MARGIN * compute_rate)
-    handover = "" if slower_loader else _handover(throughput, data_wait_fraction, loader_rate, unit)
+    handover = "" if slower_loader else _handover(throughput, data_wait_fraction, loader_rate,
+                                                  unit, num_workers, cpu_busy_fraction)
     note = handover + note
     if (slower_loader and data_wait_fraction >= MIN_DATA_WAIT) \
             or (data_wait_fraction >= HEAVY_DATA_WAIT and not handover):
@@ -136,17 +137,20 @@ def classify(
                     "not help")
     # No trustworthy model rate: the data wait alone says the loader is not the limit.
     return make(Verdict.COMPUTE,
-                f"the step waited for data only {data_wait_fraction:.0%} of the time, so the "
-                "model side is the limit: precision, compile and batch size matter; more "
+                ("the loader is not the limit" if handover else f"the step waited for data "
+                 f"only {data_wait_fraction:.0%} of the time") + ", so the model side is the limit: precision, compile and batch size matter; more "
                 "workers will not help")
 
 
 def _handover(throughput: float, data_wait_fraction: float, loader_rate: float | None,
-              unit: str) -> str:
+              unit: str, num_workers: int | None, cpu_busy_fraction: float | None) -> str:
     """A heavy data wait beside a loader `HANDOVER` times the step's rate, in words ("" when
-    not): the training process taking each batch over, which more workers cannot shorten."""
-    if loader_rate is None or loader_rate < HANDOVER * throughput \
-            or data_wait_fraction < HEAVY_DATA_WAIT:
+    not): the training process taking each batch over, which more workers cannot shorten.
+    Never without workers (the wait is then the loading itself, and the probe times that same
+    work) nor with the CPUs saturated (the probe ran with the model idle)."""
+    if loader_rate is None or throughput <= 0 or loader_rate < HANDOVER * throughput \
+            or data_wait_fraction < HEAVY_DATA_WAIT or not num_workers \
+            or (cpu_busy_fraction is not None and cpu_busy_fraction >= CPU_SATURATED):
         return ""
     return (f" (the step waited for data {data_wait_fraction:.0%} of the time, though the "
             f"loader alone delivers {human(loader_rate)} {unit}/s, {loader_rate / throughput:.1f}x "

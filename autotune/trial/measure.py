@@ -225,11 +225,12 @@ def _timed_windows(step: Step, plan: _WindowPlan, s: MeasureSettings, *,
             converged = True
             break
         out_of_time = elapsed >= budget
-        if out_of_time and elapsed < EXTEND * s.budget_seconds \
+        if out_of_time and gather is None and elapsed < EXTEND * s.budget_seconds \
                 and still_rising([w.throughput for w in windows], s.tolerance):
             rising += len(windows) // 2  # a warm-up the step had not finished (`trend`)
             del windows[:len(windows) // 2]  # and half a budget more to time what is left
-            budget, out_of_time = min(EXTEND * s.budget_seconds, elapsed + budget / 2), False
+            budget = min(EXTEND * s.budget_seconds, elapsed + s.budget_seconds / 2)
+            out_of_time = False
         if len(windows) >= s.max_windows or (out_of_time and len(windows) >= s.min_windows):
             break
         usual = windows[-1].seconds if windows else window.seconds

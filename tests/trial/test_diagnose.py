@@ -174,10 +174,24 @@ def test_a_heavy_wait_beside_a_loader_many_times_the_step_is_the_hand_over(
     # The held-out GRU under CUDA graphs (H100): 32% of its step waiting, its loader alone at
     # 3.4x the step's rate. More workers cannot shorten that wait; the model's own knobs
     # (the loss compiled, a fused optimizer) still can, and input-bound skips them.
-    d = verdict_of(loader=HANDOVER * 90.0, compute=200.0, wait=0.32, busy=busy)
+    d = verdict_of(loader=HANDOVER * 90.0, compute=200.0, wait=0.32, busy=busy, workers=8)
     assert d.verdict == expected
     assert "taking each batch over" in d.suggestion and "pin_memory" in d.suggestion
-    assert verdict_of(loader=HANDOVER * 90.0, compute=200.0, wait=0.2).verdict == "compute-bound"
+    assert verdict_of(loader=HANDOVER * 90.0, compute=200.0, wait=0.2,
+                      workers=8).verdict == "compute-bound"
+    no_model = verdict_of(loader=HANDOVER * 90.0, compute=None, wait=0.32, workers=8)
+    assert no_model.verdict == "compute-bound" and "waited for data only" not in no_model.suggestion
+
+
+@pytest.mark.parametrize(("workers", "cpu"), [(0, None), (None, None), (8, 0.95)])
+def test_no_hand_over_without_workers_or_with_the_cpus_saturated(
+    workers: int | None, cpu: float | None
+) -> None:
+    # Without workers the wait is the loading itself (the probe times that same work: a 36%
+    # wait reads the loader at 1/0.36 = 2.8x the step); saturated CPUs make the idle-model
+    # probe read high.
+    assert verdict_of(loader=HANDOVER * 90.0, compute=200.0, wait=0.36, workers=workers,
+                      cpu=cpu, cpus=16).verdict == "input-bound"
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from helpers import FakeClock
 
 from autotune import MeasureSettings, measure
 from autotune.trial.measure import Measurement, NonFiniteLoss, StepResult, Window, relative_spread
+from autotune.trial.trend import EXTEND, still_rising
 
 FAST = 1 / 64
 SLOW = 1 / 32
@@ -201,12 +202,54 @@ def test_windows_still_climbing_at_the_budget_drop_their_earlier_half_and_go_on(
     assert all(w.seconds == pytest.approx(4 * FAST) for w in m.windows)
 
 
-def test_a_climb_past_extend_budgets_is_left_as_measured() -> None:
-    # Slow for far longer than 3 budgets: nothing rises within them, the windows stop at 0.5 s.
-    m, _ = run(climbing_then_steady(warmup=3, climb=10_000), min_warmup_steps=3,
-               min_window_steps=4, window_seconds=2 * SLOW, max_windows=1000, budget_seconds=0.5)
-    assert m.rising_windows == 0 and not m.converged
-    assert sum(w.seconds for w in m.windows) < 0.5 + 4 * 2 * SLOW  # stopped at the budget
+def speeding_up(warmup: int, factor: float) -> Callable[[int], float]:
+    """SLOW through warm-up, then each window of 4 steps `factor` times as long as the one
+    before, down to SLOW / 32: at 0.96 a step that gets faster for 3 s of windows."""
+    return lambda n: COMPILE if n == 0 else (
+        SLOW if n < warmup else max(SLOW / 32, SLOW * factor ** ((n - warmup) // 4)))
+
+
+def test_a_climb_that_never_ends_stops_at_extend_budgets(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every window set reads as climbing; windows alternate 1/8 and 3/16 s and never agree.
+    # Only the cap ends the timing (a step past 5000 calls fails the test instead of hanging).
+    monkeypatch.setattr("autotune.trial.measure.still_rising", lambda rates, tol: len(rates) >= 6)
+
+    def duration(n: int) -> float:
+        assert n < 5000, "the climb's extension did not stop"
+        return COMPILE if n == 0 else (SLOW if ((n - 3) // 4) % 2 == 0 else 1.5 * SLOW)
+
+    m, step = run(duration, min_warmup_steps=3, min_window_steps=4, window_seconds=2 * SLOW,
+                  max_windows=10_000, budget_seconds=1.0, tolerance=0.02)
+    timed = step.clock.now - m.warmup_seconds
+    assert m.rising_windows > 0 and not m.converged
+    assert EXTEND * 1.0 <= timed <= EXTEND * 1.0 + 4 * 1.5 * SLOW  # to the cap, not past it
+
+
+def test_a_climb_extended_past_the_trials_deadline_ends_before_it() -> None:
+    warm = 4.0 + 2 * SLOW  # the compile step and two steady ones
+    m, step = run(speeding_up(warmup=3, factor=0.96), min_warmup_steps=3, min_window_steps=4,
+                  window_seconds=2 * SLOW, max_windows=10_000, budget_seconds=1.0, tolerance=0.02,
+                  stop_at=warm + 1.6)
+    assert m.rising_windows > 0
+    assert step.clock.now <= warm + 1.6
+
+
+@pytest.mark.parametrize(("rates", "rising"), [
+    ([1, 1, 1, 2, 2, 2], True),
+    ([1, 1, 1, 1.15, 1.15, 1.15], False),  # not clearly: 15% is the bar, not past it
+    ([1, 1, 1, 1.2, 1.2, 1.2], True),
+    ([1, 1, 2, 2, 2], False),  # fewer than MIN_WINDOWS
+    ([1, 1, 1, 2, 2, 0.9], False),  # the last window fell back below the earlier median
+    ([2, 2, 2, 1, 1, 1], False),  # falling is not a warm-up
+    ([1, 1, 1, 1, 2, 2, 2], True),  # odd: the later half is the longer
+])
+def test_still_rising(rates: list[float], rising: bool) -> None:
+    assert still_rising([float(r) for r in rates], tolerance=0.05) is rising
+
+
+def test_a_loose_tolerance_raises_the_bar() -> None:
+    assert still_rising([1.0, 1.0, 1.0, 1.2, 1.2, 1.2], tolerance=0.05)
+    assert not still_rising([1.0, 1.0, 1.0, 1.2, 1.2, 1.2], tolerance=0.1)  # 2 x 10% = 20%
 
 
 def test_windows_stop_at_the_trials_deadline_unconverged_but_measured() -> None:
