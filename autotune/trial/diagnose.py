@@ -138,9 +138,8 @@ def classify(
     # No trustworthy model rate: the data wait alone says the loader is not the limit.
     return make(Verdict.COMPUTE,
                 ("the loader is not the limit" if handover else f"the step waited for data "
-                 f"only {data_wait_fraction:.0%} of the time")
-                + ", so the model side is the limit: precision, compile and batch size matter; "
-                "more workers will not help")
+                 f"only {data_wait_fraction:.0%} of the time") + ", so the model side is the limit: precision, compile and batch size matter; more "
+                "workers will not help")
 
 
 def _handover(throughput: float, data_wait_fraction: float, loader_rate: float | None,
