@@ -159,6 +159,9 @@ class TrialResult:
     window_throughputs: tuple[float, ...] = ()
     """Each timed window's rate, in order."""
     converged: bool | None = None
+    rising_windows: int | None = None
+    """Early timed windows dropped because the rate was still climbing when the measuring
+    budget ended (`trial.trend`): a warm-up that went on into the windows."""
     peak_allocated_mb: float | None = None
     """Peak device memory in live tensors (CUDA only)."""
     peak_reserved_mb: float | None = None

@@ -174,6 +174,8 @@ class RichDisplay:
             cause = None if result.converged else likely_cause([result])
             conv = "" if result.converged else \
                 f" (not converged{': likely ' + cause if cause else ''})"
+            if result.rising_windows:
+                conv += f" (still climbing: {result.rising_windows} early window(s) dropped)"
             compile_s = f", compile {result.compile_seconds:.0f} s" if result.compile_seconds and \
                 result.compile_seconds >= 1 else ""
             cost = f"({result.reason})" if result.reason else \

@@ -68,6 +68,15 @@ def test_an_ok_trial_against_the_baseline_with_compile_and_noise() -> None:
                     "[55 s, compile 31 s]")
 
 
+def test_an_ok_trial_whose_windows_climbed_says_how_many_were_dropped() -> None:
+    display = RichDisplay(console())
+    result = TrialResult(status=Status.OK, throughput=1200.0, converged=True, rising_windows=4,
+                         duration_seconds=30.0)
+    line = finish(display, 2, BASE, result)
+    assert line == ("#2 ok 1.2k samples/s (still climbing: 4 early window(s) dropped) bs=8 fp32 "
+                    "[30 s]")
+
+
 def test_a_duplicate_says_so_instead_of_its_cost() -> None:
     display = RichDisplay(console())
     result = TrialResult(status=Status.OK, throughput=800.0, converged=True,

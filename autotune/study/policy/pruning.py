@@ -16,9 +16,10 @@ from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.contract.events import TrialEvent, WarmupEvent, WindowEvent
+from autotune.trial.trend import RISE
 
 __all__ = ["HOPELESS", "HOPELESS_CHUNKS", "PRUNE_RATIO", "IncumbentPruner", "best_so_far",
-           "report_copy", "report_windows"]
+           "climbing", "report_copy", "report_windows"]
 
 PRUNE_RATIO = 0.6
 """A trial whose running median stays under this share of the best so far is pruned."""
@@ -99,11 +100,19 @@ def report_windows(trial: optuna.Trial, prune: Callable[[str], None] | None, *,
             return
         rates.append(float(event.throughput))
         trial.report(statistics.median(rates), len(rates))
-        if trial.should_prune():
+        if trial.should_prune() and not climbing(rates):
             prune(f"pruned after {len(rates)} window(s): "
                   f"{statistics.median(rates):.4g}/s is clearly below the best so far")
 
     return on_event
+
+
+def climbing(rates: Sequence[float]) -> bool:
+    """Whether the latest window ran clearly faster than the running median (by `trend.RISE`):
+    a warm-up still going on into the windows, which measuring drops if it lasts (an eager BERT
+    on padded batches went from 105-ms to 66-ms steps over its first ~10 s on an H100). Such a
+    trial is not pruned on its early windows; the next window judges it again."""
+    return len(rates) >= 2 and rates[-1] > (1 + RISE) * statistics.median(rates)
 
 
 def report_copy(trial: optuna.Trial, windows: Sequence[float], rate: float | None = None

@@ -52,6 +52,17 @@ def test_a_trial_near_the_best_is_measured_to_the_end() -> None:
     assert not other.should_prune()
 
 
+def test_a_trial_whose_windows_still_climb_is_not_pruned_until_they_stop() -> None:
+    # An eager BERT on padded batches: 105-ms steps became 66-ms ones over its first ~10 s.
+    study = study_with_best(100.0)
+    trial = study.ask()
+    assert windows(trial, [30.0, 50.0, 80.0, 95.0]) == []  # each window above the median
+    # Once a window no longer climbs, the running median judges it as before.
+    flat = study.ask()
+    reasons = windows(flat, [30.0, 50.0, 45.0, 46.0])
+    assert len(reasons) == 1 and "after 3 window(s)" in reasons[0]
+
+
 def test_without_a_completed_trial_nothing_is_pruned() -> None:
     study = optuna.create_study(direction="maximize", pruner=IncumbentPruner())
     trial = study.ask()
