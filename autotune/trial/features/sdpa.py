@@ -1,7 +1,8 @@
 """The attention kernel: `torch.nn.attention.sdpa_kernel` around a step's forward and backward.
 
-"default" leaves the choice to PyTorch (flash, then memory-efficient, then cuDNN, then math,
-where each can run). A forced backend that cannot run the step's attention (a mask keeps flash
+"default" leaves the choice to PyTorch: the first of its priority order that can run (flash,
+memory-efficient, math, cuDNN on an H100 with torch 2.11, by `torch._C._get_sdp_priority_order`
+on 2026-11-27). A forced backend that cannot run the step's attention (a mask keeps flash
 off on CUDA, an unsupported dtype or head size) raises; `Sdpa` turns that into one clear error
 of the config, not of the adapter's loss.
 """
