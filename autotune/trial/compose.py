@@ -19,7 +19,7 @@ from autotune.contract.phases import Phase
 from autotune.contract.request import CUDAGRAPH_MODES
 from autotune.trial.blame import blame, blaming, check_loss
 from autotune.trial.features.amp import apply_amp
-from autotune.trial.features.compile import compile_loss, compiled_dynamic
+from autotune.trial.features.compile import compile_loss, compiled_dynamic, mark_varying
 from autotune.trial.features.dataloader import build_loader, to_device
 from autotune.trial.features.ddp import no_sync
 from autotune.trial.features.memory_format import batch_format, conv_weights
@@ -27,15 +27,14 @@ from autotune.trial.features.optimizer import apply_optimizer_impl
 from autotune.trial.features.sdpa import apply_sdpa
 from autotune.trial.features.threads import apply_threads
 from autotune.trial.model_features import apply_model_features
-from autotune.trial.shapes import ShapeLog, signature
+from autotune.trial.shapes import ShapeLog, signature, varying_dims
 from autotune.trial.warmup import StepResult
 
 __all__ = ["PEEK_BATCHES", "REGIONS", "TrainStep", "apply_model_features", "compose",
            "no_region"]
 
 PEEK_BATCHES = 3
-"""Batches a compiled step pulls before its first call to see whether their shapes vary; they
-are trained on in order, as if never peeked at."""
+"""Batches a compiled step pulls before its first call to see if their shapes vary (trained on)."""
 
 REGIONS = ("data wait", "host-to-device", "forward", "backward", "optimizer", "GPU wait")
 """The parts of a step `TrainStep.region` names, in the order a step takes them; the last is
@@ -115,8 +114,8 @@ class TrainStep:
         """Batches pulled ahead (the first, the peeked ones), trained on first, in order."""
         self.shapes = ShapeLog(config.batch_size)
         """The shapes of every batch this step pulled, and what they held (`amounts`)."""
-        self.dynamic_shapes = False
-        """Whether the model was compiled with dynamic shapes (the peeked batches varied)."""
+        self.dynamic_shapes = False  # compiled with dynamic shapes (the peeked batches varied)
+        self._varying: frozenset[tuple[str, int]] = frozenset()  # the dims that varied
         self._mark_cudagraph_step = device.type == "cuda" and config.compile in CUDAGRAPH_MODES
         self._loss_sum = torch.zeros((), device=device)
         self.region: Callable[[str], AbstractContextManager[Any]] = no_region
@@ -126,17 +125,17 @@ class TrainStep:
     def start_loader(self) -> None:
         """Wait for the loader's first batch (workers starting, the sampler, the first reads)
         and keep it for the first step, so that warm-up times the step, not the start-up.
-
         A compiled step pulls PEEK_BATCHES: when their shapes differ, it compiles with dynamic
-        shapes from the start. Dynamo's default compiles static, recompiles at the next length
-        and only then goes dynamic (a transformers GPT-2 on padded batches, H100)."""
+        shapes from the start, the varying dims marked (`mark_varying`). Dynamo's default
+        recompiles at the next length before going dynamic (transformers GPT-2, H100)."""
         if not self._pending:
             self._pending.append(self._pull())
         if self.config.compile == "none" or self.dynamic_shapes:
             return
         while len(self._pending) < PEEK_BATCHES:
             self._pending.append(self._pull())
-        if len({signature(batch) for batch in self._pending}) > 1:
+        if len(set(seen := [signature(batch) for batch in self._pending])) > 1:
+            self._varying = varying_dims(seen)
             self.forward_model = compiled_dynamic(self.forward_model, self.config.compile)
             self.compiled_loss = compile_loss(self.adapter.loss, self.config.compile,
                                               self.config.compile_scope, dynamic=True)
@@ -218,7 +217,8 @@ class TrainStep:
 
     def to_device(self, batch: Any, *, non_blocking: bool) -> Any:
         """A CPU batch on the device, its 4-D floating tensors in the config's memory format."""
-        return to_device(batch, self.device, non_blocking, self._batch_format)
+        return mark_varying(to_device(batch, self.device, non_blocking, self._batch_format),
+                            self._varying)
 
     def micro_step(self, batch: Any, accum: int) -> None:
         """Forward and backward of one micro-batch already on the device."""

@@ -16,7 +16,8 @@ from typing import Any
 
 from autotune.contract.shapes import format_ranges
 
-__all__ = ["MAX_LEAVES", "PER_SAMPLE", "BatchSizes", "ShapeLog", "Signature", "signature"]
+__all__ = ["MAX_LEAVES", "PER_SAMPLE", "BatchSizes", "ShapeLog", "Signature", "leaves",
+           "signature", "varying_dims"]
 
 Signature = tuple[tuple[str, tuple[int, ...]], ...]
 """Each tensor's path in the batch ("", "[0]", "input_ids", "[1].mask") and its shape."""
@@ -38,18 +39,23 @@ _INDEX = re.compile(r"\[(\d+)\]")
 
 def signature(batch: Any) -> Signature:
     """The shape of every tensor (anything with an integer `.shape`) in `batch`, in order."""
-    out: list[tuple[str, tuple[int, ...]]] = []
+    return tuple((path, shape) for path, shape, _ in leaves(batch))
+
+
+def leaves(batch: Any) -> list[tuple[str, tuple[int, ...], Any]]:
+    """Each tensor in `batch` (MAX_LEAVES at most), in order: its path, its shape, itself."""
+    out: list[tuple[str, tuple[int, ...], Any]] = []
     _walk(batch, "", out)
-    return tuple(out)
+    return out
 
 
-def _walk(obj: Any, path: str, out: list[tuple[str, tuple[int, ...]]]) -> None:
+def _walk(obj: Any, path: str, out: list[tuple[str, tuple[int, ...], Any]]) -> None:
     if len(out) >= MAX_LEAVES or isinstance(obj, (str, bytes)):
         return
     shape = getattr(obj, "shape", None)
     if shape is not None and not isinstance(obj, type):
         try:
-            out.append((path, tuple(int(d) for d in shape)))
+            out.append((path, tuple(int(d) for d in shape), obj))
         except (TypeError, ValueError):  # a .shape that is not sizes: not a tensor
             pass
         return
@@ -180,3 +186,18 @@ def _per_sample(ranks: Mapping[str, int], batch_size: int | None) -> dict[str, s
                 general = general[:m.start()] + "[*]" + general[m.end():]
         out[path] = general
     return out
+
+
+def varying_dims(signatures: list[Signature]) -> frozenset[tuple[str, int]]:
+    """Each (path, dimension) whose size differs among `signatures`, for the tensors every one
+    of them holds at that path with the same rank."""
+    if not signatures:
+        return frozenset()
+    shapes: dict[str, set[tuple[int, ...]]] = defaultdict(set)
+    for sig in signatures:
+        for path, shape in sig:
+            shapes[path].add(shape)
+    held = set.intersection(*({path for path, _ in sig} for sig in signatures))
+    return frozenset((path, dim) for path in held if len({len(s) for s in shapes[path]}) == 1
+                     for dim in range(len(next(iter(shapes[path]))))
+                     if len({s[dim] for s in shapes[path]}) > 1)

@@ -61,14 +61,17 @@ class RecompileStorm(Exception):
     settle, whatever the mode."""
 
     def __init__(self, *, steps: int, recompiling: int, seconds: float,
-                 new_shapes: bool = False) -> None:
+                 new_shapes: bool = False, specialized: str = "") -> None:
         each = (f"; each on a batch shape not seen before: the graphs were specialized to the "
                 f"sizes of a varying dimension, so every new size compiles again"
                 if new_shapes else "")
-        super().__init__(f"recompiled in {recompiling} of its first {steps} warm-up steps "
-                         f"({seconds:.0f} s compiling after the first step){each}")
+        super().__init__(
+            f"its first trace specialized a dimension that varies between batches, so every "
+            f"new size would compile again (Dynamo: {specialized})" if specialized else
+            f"recompiled in {recompiling} of its first {steps} warm-up steps "
+            f"({seconds:.0f} s compiling after the first step){each}")
         self.steps, self.recompiling, self.seconds = steps, recompiling, seconds
-        self.new_shapes = new_shapes
+        self.new_shapes, self.specialized = new_shapes, specialized
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -57,6 +57,7 @@ def run_trial(request: TrialRequest, events: Path | None = None,
     import torch
 
     from autotune.trial.blame import blamed
+    from autotune.trial.features.compile import specialized
     from autotune.trial.oom import is_oom_error
 
     device = torch.device(request.device) if rank is None else rank.device(request.device)
@@ -74,9 +75,11 @@ def run_trial(request: TrialRequest, events: Path | None = None,
         traceback.print_exc()
         if rank is not None:
             rank.failed(exc)
-        result = _result(got, memory(device),
-                         status=Status.OOM if is_oom_error(exc) else Status.ERROR,
-                         reason=steps.one_line(exc), contract_error=blamed(exc))
+        said = specialized(exc)  # a varying dimension `compose` marked dynamic, specialized
+        result = _storm(got, memory(device), RecompileStorm(
+            steps=1, recompiling=0, seconds=0.0, specialized=said)) if said is not None else \
+            _result(got, memory(device), status=Status.OOM if is_oom_error(exc) else Status.ERROR,
+                    reason=steps.one_line(exc), contract_error=blamed(exc))
     finally:
         if got.step is not None:
             got.step.close()

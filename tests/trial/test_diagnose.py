@@ -336,6 +336,7 @@ class ScriptedStep:
     to_device = TrainStep.to_device
     _ddp = None
     _batch_format = None
+    _varying: frozenset[tuple[str, int]] = frozenset()
 
     def sync(self) -> None:
         pass

@@ -4,6 +4,7 @@ reports its shapes and recompiles (tests/adapters/padded.py: sequences padded pe
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -12,11 +13,14 @@ from helpers import TEST_ADAPTERS
 
 from autotune import MeasureSettings, Status, TrainConfig, load_adapter
 from autotune.contract.request import TrialRequest
+from autotune.contract.result import RECOMPILING
 from autotune.trial.compose import PEEK_BATCHES, compose
-from autotune.trial.shapes import signature
+from autotune.trial.features.compile import mark_varying
+from autotune.trial.shapes import signature, varying_dims
 from autotune.trial.worker import run_trial
 
 PADDED = TEST_ADAPTERS / "padded.py"
+SPECIALIZED = TEST_ADAPTERS / "specialized.py"
 
 
 def step_of(adapter: Path, compile: str):  # type: ignore[no-untyped-def]
@@ -65,3 +69,37 @@ def test_a_compiled_trial_on_varying_lengths_compiles_dynamic_once(tmp_path: Pat
     assert result.shape_range is not None and result.shape_range.startswith("input_ids[1] ")
     assert result.recompiles is not None and result.recompiles <= 2
     assert result.recompile_seconds is not None and result.settled
+
+
+def test_the_dims_that_vary_between_batches_are_found_and_marked_dynamic() -> None:
+    a = {"input_ids": torch.zeros(4, 10), "mask": torch.zeros(4, 10), "label": torch.zeros(4)}
+    b = {"input_ids": torch.zeros(4, 12), "mask": torch.zeros(4, 12), "label": torch.zeros(4)}
+    c = {"input_ids": torch.zeros(4, 12), "extra": torch.zeros(3), "label": torch.zeros(4)}
+    dims = varying_dims([signature(a), signature(b)])
+    assert dims == {("input_ids", 1), ("mask", 1)}
+    assert varying_dims([signature(a), signature(c)]) == {("input_ids", 1)}  # held by both
+    assert varying_dims([signature(a)]) == set() and varying_dims([]) == set()
+    assert mark_varying(b, dims) is b
+    assert b["input_ids"]._dynamo_dynamic_indices == {1}  # what torch._dynamo.mark_dynamic sets
+    assert not hasattr(b["label"], "_dynamo_dynamic_indices")
+    one = {"input_ids": torch.zeros(4, 1)}  # a size under 2 is never marked (Dynamo's 0/1)
+    mark_varying(one, dims)
+    assert not hasattr(one["input_ids"], "_dynamo_dynamic_indices")
+
+
+@pytest.mark.slow  # torch.compile on the CPU; Dynamo stops at its trace, nothing is built
+def test_a_compile_that_specializes_the_varying_length_is_an_error_naming_the_line(
+        tmp_path: Path) -> None:
+    measure = MeasureSettings(window_seconds=0.05, budget_seconds=1.0, max_windows=5)
+    request = TrialRequest(adapter=str(SPECIALIZED), device="cpu", measure=measure,
+                           diagnose=False, check_env=False,
+                           config=TrainConfig(batch_size=8, compile="default"))
+    result = run_trial(request, events=tmp_path / "events.jsonl")
+    assert result.status is Status.ERROR and result.reason.startswith(RECOMPILING)
+    assert "specialized a dimension that varies between batches" in result.reason
+    assert "specialized.py" in result.reason and "Pad the varying dimensions" in result.reason
+    assert result.contract_error == ""  # the compile's, not the adapter's
+    assert "L['ids'].size()[1]" in result.reason  # the dimension, as the model saw it
+    # Eager, the same adapter trains: the error is the compile's alone.
+    eager = run_trial(dataclasses.replace(request, config=TrainConfig(batch_size=8)))
+    assert eager.status is Status.OK, eager.reason
