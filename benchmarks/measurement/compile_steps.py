@@ -1,0 +1,117 @@
+"""Step by step, what a compiled (or eager) train step of an adapter costs: each step's seconds,
+its batch's shapes, and Dynamo's graph count and compile seconds after it. For a search trial
+killed "still warming up" with a compile, this shows which steps compiled and for how long
+(run it with TORCH_LOGS=recompiles,graph_breaks for Dynamo's reasons).
+
+    python benchmarks/measurement/compile_steps.py --adapter adapters/hf_bert.py \
+        --compile default --dynamic --dtype bf16 --steps 12
+
+Prints one line per step (steps after --every are summarized every --every steps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import time
+
+import torch
+
+from autotune.adapter import load_adapter
+from autotune.trial.features.compile import compile_seconds
+from autotune.trial.features.sdpa import apply_sdpa
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def shapes(batch: object) -> str:
+    if isinstance(batch, torch.Tensor):
+        return "x".join(map(str, batch.shape))
+    if isinstance(batch, dict):
+        return " ".join(f"{k}:{shapes(v)}" for k, v in batch.items() if isinstance(v, torch.Tensor))
+    if isinstance(batch, (list, tuple)):
+        return " ".join(shapes(v) for v in batch)
+    return type(batch).__name__
+
+
+def to(batch: object, device: torch.device) -> object:
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, dict):
+        return {k: to(v, device) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(to(v, device) for v in batch)
+    return batch
+
+
+def graphs() -> int:
+    from torch._dynamo.utils import counters
+    return int(counters["stats"]["unique_graphs"])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--adapter", required=True)
+    p.add_argument("--compile", default="none", help="none, default, reduce-overhead, ...")
+    p.add_argument("--dynamic", action="store_true", help="torch.compile(dynamic=True)")
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32", "tf32"])
+    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--every", type=int, default=25, help="one line per step up to here")
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--sdpa", default="default", help="sdpa_backend: default, flash, efficient, "
+                   "cudnn, math")
+    args = p.parse_args()
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.backends.cuda.matmul.allow_tf32 = args.dtype == "tf32"
+    adapter = load_adapter(args.adapter)()
+    loader = torch.utils.data.DataLoader(
+        adapter.dataset(), batch_size=adapter.batch_size, num_workers=args.workers,
+        pin_memory=device.type == "cuda", persistent_workers=args.workers > 0,
+        **adapter.loader_args())
+    model = adapter.model().to(device)
+    opt = adapter.optimizer(model)
+    run = model if args.compile == "none" else torch.compile(
+        model, mode=None if args.compile == "default" else args.compile,
+        dynamic=True if args.dynamic else None)
+    amp = (torch.autocast(device.type, DTYPES[args.dtype]) if args.dtype in DTYPES
+           else contextlib.nullcontext())
+    print(f"{args.adapter} compile={args.compile} dynamic={args.dynamic} dtype={args.dtype} "
+          f"sdpa={args.sdpa} device={device} torch {torch.__version__}", flush=True)
+    if device.type == "cuda":
+        print(f"SDPA priority: {torch._C._get_sdp_priority_order()}", flush=True)
+    times: list[float] = []
+    items: list[float] = []
+    start = time.perf_counter()
+    batches = iter(loader)
+    for n in range(args.steps):
+        try:
+            batch = next(batches)
+        except StopIteration:
+            batches = iter(loader)
+            batch = next(batches)
+        t0 = time.perf_counter()
+        with apply_sdpa(args.sdpa):
+            with amp:
+                loss = adapter.loss(run, to(batch, device))
+            loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+        items.append(float(adapter.items(batch)))
+        if n < args.every:
+            print(f"step {n:4d} {times[-1]:8.3f} s  graphs {graphs()}  compile "
+                  f"{compile_seconds() or 0:6.1f} s  {shapes(batch)}", flush=True)
+        elif (n + 1) % args.every == 0:
+            last = slice(-args.every, None)
+            print(f"steps {n + 1 - args.every}-{n}: median {statistics.median(times[last]):.4f} s, "
+                  f"{sum(items[last]) / sum(times[last]):.4g} items/s, graphs {graphs()}",
+                  flush=True)
+    print(f"total {time.perf_counter() - start:.1f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
