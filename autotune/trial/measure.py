@@ -5,8 +5,7 @@ Rules (see shared/design.md): discard warm-up; bracket each timed window with sy
 `perf_counter`, never `time.time`; no `.item()` inside timed steps; count what the user pays
 (the wait for the DataLoader and the host-to-device copy happen inside the step); report the
 median of several windows and its confidence interval, and keep measuring until the interval is
-within the tolerance or the budget ends. The clock and the synchronization are injected, so
-tests need no GPU.
+within the tolerance or the budget ends. Clock and synchronization are injected (no GPU in tests).
 """
 
 from __future__ import annotations
@@ -225,11 +224,12 @@ def _timed_windows(step: Step, plan: _WindowPlan, s: MeasureSettings, *,
             converged = True
             break
         out_of_time = elapsed >= budget
-        if out_of_time and gather is None and elapsed < EXTEND * s.budget_seconds \
+        if (out_of_time or len(windows) >= s.max_windows) and gather is None \
+                and elapsed < EXTEND * s.budget_seconds \
                 and still_rising([w.throughput for w in windows], s.tolerance):
             rising += len(windows) // 2  # a warm-up the step had not finished (`trend`)
             del windows[:len(windows) // 2]  # and half a budget more to time what is left
-            budget = min(EXTEND * s.budget_seconds, elapsed + s.budget_seconds / 2)
+            budget = min(EXTEND * s.budget_seconds, max(budget, elapsed + s.budget_seconds / 2))
             out_of_time = False
         if len(windows) >= s.max_windows or (out_of_time and len(windows) >= s.min_windows):
             break

@@ -202,6 +202,14 @@ def test_windows_still_climbing_at_the_budget_drop_their_earlier_half_and_go_on(
     assert all(w.seconds == pytest.approx(4 * FAST) for w in m.windows)
 
 
+def test_windows_still_climbing_at_max_windows_drop_their_earlier_half_too() -> None:
+    # The same climb with time to spare: the window count's cap, not the budget, ends them.
+    m, _ = run(climbing_then_steady(warmup=3, climb=4), min_warmup_steps=3, min_window_steps=4,
+               window_seconds=2 * SLOW, max_windows=8, budget_seconds=100.0, tolerance=0.02)
+    assert m.rising_windows == 4
+    assert m.throughput == pytest.approx(4 * ITEMS / (4 * FAST))  # the steady rate
+
+
 def speeding_up(warmup: int, factor: float) -> Callable[[int], float]:
     """SLOW through warm-up, then each window of 4 steps `factor` times as long as the one
     before, down to SLOW / 32: at 0.96 a step that gets faster for 3 s of windows."""
