@@ -161,7 +161,7 @@ class TrialResult:
     converged: bool | None = None
     rising_windows: int | None = None
     """Early timed windows dropped because the rate was still climbing when the measuring
-    budget ended (`trial.trend`): a warm-up that went on into the windows."""
+    budget or the window count's cap ended them (`trial.trend`): a warm-up that went on."""
     peak_allocated_mb: float | None = None
     """Peak device memory in live tensors (CUDA only)."""
     peak_reserved_mb: float | None = None

@@ -33,7 +33,7 @@ from autotune.trial.warmup import StepResult
 __all__ = ["PEEK_BATCHES", "REGIONS", "TrainStep", "apply_model_features", "compose",
            "no_region"]
 
-PEEK_BATCHES = 3
+PEEK_BATCHES = 4
 """Batches a compiled step pulls before its first call to see if their shapes vary (trained on)."""
 
 REGIONS = ("data wait", "host-to-device", "forward", "backward", "optimizer", "GPU wait")
@@ -126,8 +126,8 @@ class TrainStep:
         """Wait for the loader's first batch (workers starting, the sampler, the first reads)
         and keep it for the first step, so that warm-up times the step, not the start-up.
         A compiled step pulls PEEK_BATCHES: when their shapes differ, it compiles with dynamic
-        shapes from the start, the varying dims marked (`mark_varying`). Dynamo's default
-        recompiles at the next length before going dynamic (transformers GPT-2, H100)."""
+        shapes from the start, the varying dims marked when no two peeked batches are alike
+        (`mark_varying`: many sizes, not a few buckets). Dynamo's default recompiles first."""
         if not self._pending:
             self._pending.append(self._pull())
         if self.config.compile == "none" or self.dynamic_shapes:
@@ -135,7 +135,7 @@ class TrainStep:
         while len(self._pending) < PEEK_BATCHES:
             self._pending.append(self._pull())
         if len(set(seen := [signature(batch) for batch in self._pending])) > 1:
-            self._varying = varying_dims(seen)
+            self._varying = varying_dims(seen) if len(set(seen)) == len(seen) else frozenset()
             self.forward_model = compiled_dynamic(self.forward_model, self.config.compile)
             self.compiled_loss = compile_loss(self.adapter.loss, self.config.compile,
                                               self.config.compile_scope, dynamic=True)

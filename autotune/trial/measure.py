@@ -120,7 +120,6 @@ def measure(
     stop_at: float | Callable[[], float | None] | None = None,
     skip: Skip | None = None,
     varying: Callable[[], bool] | None = None,
-    shape_count: Callable[[], int] | None = None,
     compiled_seconds: Callable[[], float | None] | None = None,
 ) -> Measurement:
     """Warm `step` up, then time windows of it until they agree or the budget ends.
@@ -141,9 +140,8 @@ def measure(
     callable is asked once warm-up is over (the limit may have grown by the compile's time).
 
     `skip` empties the loader's queue before the windows (`warmup.warm_up` says why and how).
-    `varying`, `shape_count`: whether the batches' shapes have varied so far, and how many were
-    pulled; warm-up then waits for a stable rate, not equal step times, and ends a compile that
-    recompiles at each new shape (`warmup.warm_up`). Windows compare rates either way.
+    `varying`: whether the batches' shapes have varied so far; warm-up then waits for a stable
+    rate, not equal step times (`warmup.warm_up`). Windows compare rates either way.
 
     `compiled_seconds`: the process's compile seconds so far (None: unknown). A window in which
     they grew held a recompile, a fixed cost: it is dropped and timed again, at most
@@ -154,7 +152,7 @@ def measure(
     start = clock()
     warm = warm_up(step, sync=sync, settings=s, clock=clock, gather=gather,
                    on_first_step=on_first_step, skip=skip, varying=varying,
-                   shape_count=shape_count, compiled_seconds=compiled_seconds)
+                   compiled_seconds=compiled_seconds)
     if not finite():
         raise NonFiniteLoss(f"loss was not finite during warm-up ({warm.steps} steps)")
     warmup_seconds = clock() - start

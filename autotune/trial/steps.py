@@ -232,7 +232,7 @@ def time_step(step: TrainStep, request: TrialRequest, settings: MeasureSettings,
                 on_window=on_window, on_timed_start=timed_start, on_first_step=first_step,
                 stop_at=lambda: None if stop is None else stop + sum(compiled_for),
                 skip=step.skip_queued, varying=lambda: step.shapes.vary,
-                shape_count=lambda: step.shapes.count, compiled_seconds=compile_seconds if compiles else None)
+                compiled_seconds=compile_seconds if compiles else None)
     host_cpu = cpu_usage(cpu_start[0] if cpu_start else None, read_cpu_times())
     noise = (noiseprobe.finish(noise_start[0], gpu_uuid=noiseprobe.gpu_uuid(device))
              if noise_start else None)

@@ -15,8 +15,8 @@ from typing import NamedTuple, Protocol
 
 from autotune.contract.request import MeasureSettings
 
-__all__ = ["NEW_SHAPE_RECOMPILES", "RECOMPILE_SECONDS", "RECOMPILING_STEPS", "Gather", "KEPT_UP",
-           "QUEUE_EMPTY_WAIT", "RATE_STEPS", "RecompileStorm", "Skip", "Step", "StepResult", "WarmUp", "warm_up"]
+__all__ = ["RECOMPILE_SECONDS", "RECOMPILING_STEPS", "Gather", "KEPT_UP", "QUEUE_EMPTY_WAIT",
+           "RATE_STEPS", "RecompileStorm", "Skip", "Step", "StepResult", "WarmUp", "warm_up"]
 
 KEPT_UP = 0.01
 """A loader kept up when the steps that drained its queue in warm-up waited for it at most
@@ -45,33 +45,20 @@ when the 84-s trial limit killed it), and would compile to Dynamo's recompile li
 running eagerly under the compiled wrapper."""
 
 
-NEW_SHAPE_RECOMPILES = 2
-"""Warm-up steps that compiled again, each on a batch shape not seen before, that end a compile
-sooner than RECOMPILING_STEPS: its graphs were specialized to the varying dimension's sizes,
-so every new size compiles again. Compiled with dynamic shapes from the start, an eager-fast
-BERT-base on sentences padded per batch (transformers 5.24, H100, torch 2.11, 2026-11-27)
-compiled in 83 s, then 72, 40, 41 and 39 s at each of its next five padded lengths; each
-recompile's guard failure was the sequence length (index 1 of input_ids). Its search trial was
-killed at its 221-s limit, still in warm-up. A size-dependent branch recompiles once per side,
-not on every new size."""
-
-
 class RecompileStorm(Exception):
     """A compiled step kept recompiling in warm-up (RECOMPILING_STEPS): its compile does not
     settle, whatever the mode."""
 
     def __init__(self, *, steps: int, recompiling: int, seconds: float,
-                 new_shapes: bool = False, specialized: str = "") -> None:
-        each = (f"; each on a batch shape not seen before: the graphs were specialized to the "
-                f"sizes of a varying dimension, so every new size compiles again"
-                if new_shapes else "")
+                 specialized: str = "") -> None:
         super().__init__(
-            f"its first trace specialized a dimension that varies between batches, so every "
+            f"its first compile specialized a dimension that varies between batches, so every "
             f"new size would compile again (Dynamo: {specialized})" if specialized else
             f"recompiled in {recompiling} of its first {steps} warm-up steps "
-            f"({seconds:.0f} s compiling after the first step){each}")
+            f"({seconds:.0f} s compiling after the first step)")
         self.steps, self.recompiling, self.seconds = steps, recompiling, seconds
-        self.new_shapes, self.specialized = new_shapes, specialized
+        self.specialized = specialized
+        """Dynamo's words when a dimension marked dynamic was specialized (`compose`)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -121,7 +108,6 @@ def warm_up(
     skip: Skip | None = None,
     varying: Callable[[], bool] | None = None,
     compiled_seconds: Callable[[], float | None] | None = None,
-    shape_count: Callable[[], int] | None = None,
 ) -> WarmUp:
     """Run `step` until its compute times settle and `settings.prefetch_batches` more batches
     are drained; then, with `skip`, empty the loader's queue.
@@ -131,8 +117,8 @@ def warm_up(
     times. Without it, or while it says no, the rule is equal step times, as it always was.
 
     `compiled_seconds`: the process's compile seconds so far. A step after the first in which
-    they grew recompiled; RECOMPILING_STEPS of them, or NEW_SHAPE_RECOMPILES each at a new
-    `shape_count`, raise `RecompileStorm` (not with `gather`: each rank would decide alone).
+    they grew recompiled; RECOMPILING_STEPS of them raise `RecompileStorm` (not with `gather`:
+    each rank would decide alone).
 
     `on_first_step` is called once the first step is done, with its seconds. With `gather` (DDP ranks measuring as one), every decision is taken on the slowest
     rank's times, so all ranks run the same steps.
@@ -159,7 +145,7 @@ def warm_up(
     drained = 0  # batches consumed since step times settled
     drained_wall = drained_wait = 0.0  # their seconds, and the seconds waiting for data
     steps = 0
-    storm = _Storm(compiled_seconds if gather is None else None, shape_count)
+    storm = _Storm(compiled_seconds if gather is None else None)
     while steps < s.max_warmup_steps:
         storm.before()
         t = _timed(step, sync, clock, gather, varying)
@@ -208,22 +194,16 @@ def _empty_queue(step: Step, skip: Skip, s: MeasureSettings, *, steady: float, k
 
 
 class _Storm:
-    """Counts the warm-up steps after the first whose compile seconds grew, and those of them
-    that pulled a new batch shape (`RecompileStorm`)."""
+    """Counts the warm-up steps after the first whose compile seconds grew (`RecompileStorm`)."""
 
-    def __init__(self, compiled_seconds: Callable[[], float | None] | None,
-                 shape_count: Callable[[], int] | None = None) -> None:
+    def __init__(self, compiled_seconds: Callable[[], float | None] | None) -> None:
         self._read = compiled_seconds
-        self._shapes = shape_count
         self._before: float | None = None
-        self._shapes_before: int | None = None
         self.recompiling = 0
-        self.on_new_shapes = 0
         self.seconds = 0.0
 
     def before(self) -> None:
         self._before = self._read() if self._read is not None else None
-        self._shapes_before = self._shapes() if self._shapes is not None else None
 
     def after(self, steps: int) -> None:
         """After warm-up step number `steps` (1: the first, where compiling is expected)."""
@@ -233,12 +213,8 @@ class _Storm:
         if now - self._before > RECOMPILE_SECONDS:
             self.recompiling += 1
             self.seconds += now - self._before
-            if self._shapes is not None and self._shapes_before is not None \
-                    and self._shapes() > self._shapes_before:
-                self.on_new_shapes += 1
-        if self.recompiling >= RECOMPILING_STEPS or self.on_new_shapes >= NEW_SHAPE_RECOMPILES:
-            raise RecompileStorm(steps=steps, recompiling=self.recompiling, seconds=self.seconds,
-                                 new_shapes=self.on_new_shapes >= NEW_SHAPE_RECOMPILES)
+        if self.recompiling >= RECOMPILING_STEPS:
+            raise RecompileStorm(steps=steps, recompiling=self.recompiling, seconds=self.seconds)
 
 
 class _Timed(NamedTuple):

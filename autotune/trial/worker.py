@@ -180,8 +180,10 @@ def _storm(got: _Reached, memory: Memory, exc: RecompileStorm) -> TrialResult:
             "distinct so far)")
     reason = (f"{RECOMPILING}: {exc}{seen}. Pad the varying dimensions to a few sizes, or "
               "search with a space file whose compile is [none] (--space)")
+    specialized = bool(exc.specialized)  # ended with its first compile: no recompile counted
     return _result(got, memory, status=Status.ERROR, reason=reason).replace(
-        recompiles=exc.recompiling, recompile_seconds=exc.seconds,
+        recompiles=None if specialized else exc.recompiling,
+        recompile_seconds=None if specialized else exc.seconds,
         shapes_vary=None if shapes is None else shapes.vary,
         shape_range=None if shapes is None else shapes.ranges,
         shape_count=None if shapes is None else shapes.count)

@@ -1,11 +1,14 @@
-"""The padded sequences of `padded.py`, through a model whose code needs the length as a plain
-number (a Python list as long as the sequence): compiled, it specializes the varying length, so
-every new length would compile again."""
+"""Token sequences padded batch by batch to a new length each time (9, 10, ... 40 tokens, in
+turn), through a model whose code needs the length as a plain number (a Python list as long as
+the sequence): compiled, it specializes the varying length, so every new length would compile
+again."""
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -25,5 +28,22 @@ class LengthTable(nn.Module):
 
 
 class SpecializedAdapter(PaddedAdapter):
+    lengths: tuple[int, ...] = tuple(range(9, 41))
+    """The padded length of each batch, in turn."""
+
+    def loader_args(self) -> dict[str, Any]:
+        turn = itertools.cycle(self.lengths)
+
+        def pad_in_turn(seqs: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+            length = next(turn)
+            ids = torch.zeros(len(seqs), length, dtype=torch.long)
+            mask = torch.zeros(len(seqs), length, dtype=torch.bool)
+            for i, s in enumerate(seqs):
+                ids[i, :min(len(s), length)] = s[:length]
+                mask[i, :min(len(s), length)] = True
+            return {"input_ids": ids, "mask": mask}
+
+        return {"collate_fn": pad_in_turn}
+
     def model(self) -> nn.Module:
         return LengthTable()

@@ -21,6 +21,7 @@ from autotune.trial.worker import run_trial
 
 PADDED = TEST_ADAPTERS / "padded.py"
 SPECIALIZED = TEST_ADAPTERS / "specialized.py"
+BUCKETED = TEST_ADAPTERS / "bucketed.py"
 
 
 def step_of(adapter: Path, compile: str):  # type: ignore[no-untyped-def]
@@ -103,3 +104,18 @@ def test_a_compile_that_specializes_the_varying_length_is_an_error_naming_the_li
     # Eager, the same adapter trains: the error is the compile's alone.
     eager = run_trial(dataclasses.replace(request, config=TrainConfig(batch_size=8)))
     assert eager.status is Status.OK, eager.reason
+
+
+@pytest.mark.slow  # torch.compile on the CPU
+def test_a_few_bucket_lengths_are_not_marked_and_compile_once_each(tmp_path: Path) -> None:
+    step = step_of(BUCKETED, "default")
+    step.start_loader()
+    assert step.dynamic_shapes and step._varying == frozenset()  # peeked batches repeat
+    step.close()
+    measure = MeasureSettings(window_seconds=0.05, budget_seconds=1.0, max_windows=5)
+    request = TrialRequest(adapter=str(BUCKETED), device="cpu", measure=measure, diagnose=False,
+                           check_env=False, config=TrainConfig(batch_size=8, compile="default"))
+    result = run_trial(request, events=tmp_path / "events.jsonl")
+    # The model specializes the length, so each bucket compiles once: paid, then settled.
+    assert result.status is Status.OK, result.reason
+    assert result.shape_count == 2 and result.recompiles is not None and result.recompiles <= 2

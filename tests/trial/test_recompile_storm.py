@@ -13,8 +13,7 @@ from autotune import MeasureSettings, Status, TrainConfig
 from autotune.contract.request import TrialRequest
 from autotune.contract.result import RECOMPILING
 from autotune.trial import steps
-from autotune.trial.warmup import (NEW_SHAPE_RECOMPILES, RECOMPILING_STEPS, RecompileStorm,
-                                   warm_up)
+from autotune.trial.warmup import RECOMPILING_STEPS, RecompileStorm, warm_up
 from autotune.trial.worker import run_trial
 
 STEP = 0.01
@@ -40,39 +39,6 @@ def test_a_step_that_keeps_recompiling_ends_its_warm_up_with_an_error_saying_so(
 def test_a_recompile_or_two_after_the_first_compile_is_a_cost_not_a_storm() -> None:
     w = warm({0, 4, 9})  # dynamic shapes from the start: a transformers model recompiled once
     assert w.settled  # type: ignore[attr-defined]
-
-
-def new_shape_at(step: RecompilingStep, new: set[int]) -> object:
-    """Distinct shapes pulled so far: the calls numbered in `new` pulled a new one."""
-    return lambda: 1 + sum(1 for n in new if n < step.calls)
-
-
-def warm_shapes(recompile: set[int], new: set[int]) -> object:
-    clock = FakeClock()
-    step = RecompilingStep(clock, recompile, step=STEP, compile=40.0)
-    return warm_up(step, sync=lambda: None, clock=clock,
-                   settings=MeasureSettings(min_warmup_steps=3, max_warmup_steps=50),
-                   compiled_seconds=lambda: step.compiled,
-                   shape_count=new_shape_at(step, new))  # type: ignore[arg-type]
-
-
-def test_a_compile_that_recompiles_at_each_new_shape_ends_at_its_second_one() -> None:
-    # A BERT on padded batches, dynamic shapes from the start: 83 s, then 72, 40, 41 s... at
-    # each new padded length (H100). Every call here pulls a new shape and recompiles.
-    with pytest.raises(RecompileStorm) as caught:
-        warm_shapes(set(range(50)), set(range(50)))
-    storm = caught.value
-    assert storm.recompiling == NEW_SHAPE_RECOMPILES < RECOMPILING_STEPS
-    assert storm.steps == NEW_SHAPE_RECOMPILES + 1 and storm.new_shapes
-    assert "every new size compiles again" in str(storm)
-
-
-def test_recompiles_at_old_shapes_or_new_shapes_that_compile_nothing_are_not_that() -> None:
-    # Two recompiles, only one of them at a new shape (a size-dependent branch, once a side).
-    w = warm_shapes({0, 3, 6}, {3, 5, 8, 11})
-    assert w.settled  # type: ignore[attr-defined]
-    # Without shape counts (a caller that gives none) the older rule alone holds.
-    assert warm({0, 3, 6}).settled  # type: ignore[attr-defined]
 
 
 def test_ranks_measuring_as_one_never_give_up_alone() -> None:

@@ -16,7 +16,7 @@ from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.contract.events import TrialEvent, WarmupEvent, WindowEvent
-from autotune.trial.trend import RISE
+from autotune.trial.trend import MIN_WINDOWS, RISE
 
 __all__ = ["HOPELESS", "HOPELESS_CHUNKS", "PRUNE_RATIO", "IncumbentPruner", "best_so_far",
            "climbing", "report_copy", "report_windows"]
@@ -108,11 +108,12 @@ def report_windows(trial: optuna.Trial, prune: Callable[[str], None] | None, *,
 
 
 def climbing(rates: Sequence[float]) -> bool:
-    """Whether the latest window ran clearly faster than the running median (by `trend.RISE`):
-    a warm-up still going on into the windows, which measuring drops if it lasts (an eager BERT
-    on padded batches went from 105-ms to 66-ms steps over its first ~10 s on an H100). Such a
-    trial is not pruned on its early windows; the next window judges it again."""
-    return len(rates) >= 2 and rates[-1] > (1 + RISE) * statistics.median(rates)
+    """Whether the latest of a trial's first windows (2 x `trend.MIN_WINDOWS` at most) ran
+    clearly faster than their running median (by `trend.RISE`): a warm-up still going on into
+    the windows, which measuring drops if it lasts (an eager BERT on padded batches went from
+    105-ms to 66-ms steps over its first ~10 s on an H100). Such a trial is not pruned on that
+    window; the next one judges it again. Past the first windows a high one is noise."""
+    return 2 <= len(rates) <= 2 * MIN_WINDOWS and rates[-1] > (1 + RISE) * statistics.median(rates)
 
 
 def report_copy(trial: optuna.Trial, windows: Sequence[float], rate: float | None = None

@@ -61,6 +61,10 @@ def test_a_trial_whose_windows_still_climb_is_not_pruned_until_they_stop() -> No
     flat = study.ask()
     reasons = windows(flat, [30.0, 50.0, 45.0, 46.0])
     assert len(reasons) == 1 and "after 3 window(s)" in reasons[0]
+    # Past the first windows (2 x trend.MIN_WINDOWS) a high one no longer saves a slow trial.
+    slow = study.ask()  # every window above the running median, but far below the best
+    reasons = windows(slow, [4.0 * k for k in range(1, 21)])
+    assert len(reasons) == 1 and "after 13 window(s)" in reasons[0]
 
 
 def test_without_a_completed_trial_nothing_is_pruned() -> None:
