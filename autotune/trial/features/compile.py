@@ -8,6 +8,8 @@ from typing import Any, TypeVar, cast
 
 import torch
 
+from autotune.trial.shapes import leaves
+
 __all__ = ["CompileWatch", "Recompiles", "apply_compile", "compile_loss", "compile_seconds",
            "compiled_dynamic", "mark_varying", "specialized"]
 
@@ -68,8 +70,6 @@ def mark_varying(batch: Any, dims: frozenset[tuple[str, int]]) -> Any:
     error. A tensor the loss derives from the batch is not marked. Returns `batch`."""
     if not dims:
         return batch
-    from autotune.trial.shapes import leaves
-
     for path, shape, tensor in leaves(batch):
         for dim, size in enumerate(shape):
             if (path, dim) in dims and size >= 2 and isinstance(tensor, torch.Tensor):
