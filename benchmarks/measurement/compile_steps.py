@@ -4,7 +4,7 @@ killed "still warming up" with a compile, this shows which steps compiled and fo
 (run it with TORCH_LOGS=recompiles,graph_breaks for Dynamo's reasons).
 
     python benchmarks/measurement/compile_steps.py --adapter adapters/hf_bert.py \
-        --compile default --dynamic --dtype bf16 --steps 12
+        --compile default --dynamic --dtype bf16 --steps 12 [--mark]
 
 Prints one line per step (steps after --every are summarized every --every steps).
 """
@@ -19,7 +19,8 @@ import time
 import torch
 
 from autotune.adapter import load_adapter
-from autotune.trial.features.compile import compile_seconds
+from autotune.trial.features.compile import compile_seconds, mark_varying
+from autotune.trial.shapes import signature, varying_dims
 from autotune.trial.features.sdpa import apply_sdpa
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -61,6 +62,8 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--sdpa", default="default", help="sdpa_backend: default, flash, efficient, "
                    "cudnn, math")
+    p.add_argument("--mark", action="store_true", help="mark the dimensions that vary among "
+                   "the first 4 batches dynamic, as a search trial does (`mark_varying`)")
     args = p.parse_args()
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -85,6 +88,14 @@ def main() -> None:
     items: list[float] = []
     start = time.perf_counter()
     batches = iter(loader)
+    dims: frozenset[tuple[str, int]] = frozenset()
+    if args.mark:
+        peeked = [next(batches) for _ in range(4)]
+        sigs = [signature(b) for b in peeked]
+        dims = varying_dims(sigs) if len(set(sigs)) == len(sigs) else frozenset()
+        print(f"marked dynamic: {sorted(dims) or 'nothing (the peeked batches repeat a shape)'}",
+              flush=True)
+        batches = iter(loader)
     for n in range(args.steps):
         try:
             batch = next(batches)
@@ -94,7 +105,7 @@ def main() -> None:
         t0 = time.perf_counter()
         with apply_sdpa(args.sdpa):
             with amp:
-                loss = adapter.loss(run, to(batch, device))
+                loss = adapter.loss(run, mark_varying(to(batch, device), dims))
             loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)

@@ -14,7 +14,7 @@ from helpers import TEST_ADAPTERS
 from autotune import MeasureSettings, Status, TrainConfig, load_adapter
 from autotune.contract.request import TrialRequest
 from autotune.contract.result import RECOMPILING
-from autotune.trial.compose import PEEK_BATCHES, compose
+from autotune.trial.compose import MARK_DISTINCT, PEEK_BATCHES, compose
 from autotune.trial.features.compile import mark_varying
 from autotune.trial.shapes import signature, varying_dims
 from autotune.trial.worker import run_trial
@@ -119,3 +119,16 @@ def test_a_few_bucket_lengths_are_not_marked_and_compile_once_each(tmp_path: Pat
     # The model specializes the length, so each bucket compiles once: paid, then settled.
     assert result.status is Status.OK, result.reason
     assert result.shape_count == 2 and result.recompiles is not None and result.recompiles <= 2
+
+
+@pytest.mark.slow  # imports torch._dynamo; nothing is compiled
+@pytest.mark.parametrize("sizes, marked", [(MARK_DISTINCT - 1, False), (MARK_DISTINCT, True)])
+def test_marks_need_many_distinct_shapes_among_the_peeked_batches(sizes: int,
+                                                                  marked: bool) -> None:
+    lengths = tuple(range(16, 16 + 2 * sizes, 2))  # padded to each in turn
+    adapter = type("Sized", (load_adapter(BUCKETED),), {"lengths": lengths})()
+    step = compose(adapter, TrainConfig(batch_size=8, compile="default"), torch.device("cpu"))
+    step.start_loader()
+    assert step.dynamic_shapes and len({signature(b) for b in step._pending}) == sizes
+    assert step._varying == ({("input_ids", 1), ("mask", 1)} if marked else frozenset())
+    step.close()
