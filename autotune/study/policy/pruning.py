@@ -16,10 +16,11 @@ from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.contract.events import TrialEvent, WarmupEvent, WindowEvent
+from autotune.study.store.records import read_warm_rate, write_warm_rate
 from autotune.trial.trend import MIN_WINDOWS, RISE
 
 __all__ = ["HOPELESS", "HOPELESS_CHUNKS", "PRUNE_RATIO", "IncumbentPruner", "best_so_far",
-           "climbing", "report_copy", "report_windows"]
+           "climbing", "report_copy", "report_windows", "warm_bar"]
 
 PRUNE_RATIO = 0.6
 """A trial whose running median stays under this share of the best so far is pruned."""
@@ -32,7 +33,11 @@ growth). On an H100 a Faster R-CNN at fp16 read 0.06x the best after 39 s of war
 (2026-11-26); the slowest dtype a held-out ViT-B/16 ran eager read 0.24x."""
 
 HOPELESS_CHUNKS = 2
-"""Warm-up chunks (a second of steps each at least) seen before a trial is judged hopeless."""
+"""Warm-up chunks (a second of steps each at least) seen before a trial is judged hopeless. The
+fastest of a trial's first HOPELESS_CHUNKS is its warm rate (`records.write_warm_rate`), and the
+bar is HOPELESS x the lower of the best rate and the best warm rate (`warm_bar`): an eager BERT on
+padded batches ran its first 10 steps at 0.3x its settled rate (each a new length), and a twin of
+its 138k-tokens/s leader was stopped at 40.9k (H100, 2026-11-27)."""
 
 
 class IncumbentPruner(BasePruner):
@@ -69,12 +74,22 @@ def best_so_far(study: optuna.Study, *, eager: bool = False) -> float | None:
                default=None)
 
 
+def warm_bar(study: optuna.Study, *, eager: bool = False) -> float | None:
+    """What a warm-up is judged against (a trial's warm rate): the best rate so far, or the best of the
+    completed trials' warm rates where that is lower (None: no trial completed)."""
+    best = best_so_far(study, eager=eager)
+    warm = max((rate for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if t.value and (rate := read_warm_rate(t)) is not None
+                and not (eager and t.params.get("compile", "none") != "none")), default=None)
+    return best if best is None or warm is None else min(best, warm)
+
+
 def report_windows(trial: optuna.Trial, prune: Callable[[str], None] | None, *,
                    windows: bool = True, eager: bool = False) -> Callable[[TrialEvent], None]:
     """A trial's event callback: report each window's running median to Optuna and, when the
     pruner says so, stop the trial through `prune` (its runner's; None: never pruned). Before
-    the windows, a trial whose warm-up ran under HOPELESS x the best so far is stopped too,
-    its fastest chunk reported as step 0; with `windows` False (a guided start) only that.
+    the windows, a trial whose warm-up ran under HOPELESS x `warm_bar` is stopped too, its
+    fastest chunk reported as step 0 (its WARM_RATE kept); with `windows` False (a guided start) only that.
     An `eager` trial (no compile) is judged against the eager trials: it ranks eager configs,
     whose compiled forms come later (a GRU loop's eager dtypes ran at 0.14x its compiled best,
     and the dtype that led eager was the one compiled)."""
@@ -83,18 +98,23 @@ def report_windows(trial: optuna.Trial, prune: Callable[[str], None] | None, *,
     stopped: list[bool] = []  # once: the runner kills it a poll later, events may come first
 
     def on_event(event: TrialEvent) -> None:
-        if prune is None:
-            return
         if isinstance(event, WarmupEvent) and event.seconds > 0 and not rates:
             warm.append(event.items / event.seconds)
-            best = best_so_far(trial.study, eager=eager)
-            if len(warm) >= HOPELESS_CHUNKS and best is not None and max(warm) < HOPELESS * best \
+            if len(warm) == HOPELESS_CHUNKS:  # kept for every trial, a baseline's too
+                write_warm_rate(trial, max(warm))
+            bar = warm_bar(trial.study, eager=eager) if prune is not None else None
+            if len(warm) >= HOPELESS_CHUNKS and bar is not None and max(warm) < HOPELESS * bar \
                     and not stopped:
                 stopped.append(True)
                 trial.report(max(warm), 0)
+                what = "trial " if eager else ""
+                if bar != best_so_far(trial.study, eager=eager):
+                    what = "warm-up "
                 prune(f"pruned in warm-up: its steps ran at most {max(warm):.4g}/s, under "
-                      f"{HOPELESS:.0%} of the best {'eager trial ' if eager else ''}so far "
-                      f"({best:.4g}/s)")
+                      f"{HOPELESS:.0%} of the best {'eager ' if eager else ''}{what}so far "
+                      f"({bar:.4g}/s)")
+            return
+        if prune is None:
             return
         if not isinstance(event, WindowEvent) or not windows:
             return

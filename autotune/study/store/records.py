@@ -24,8 +24,9 @@ __all__ = [
     "BASELINE", "CONFIRM", "FEASIBLE", "RECIPE", "WINNER", "MeasuredRecord", "TrialRecord",
     "add_confirmation_run", "measured",
     "add_winner", "count_finished", "count_search_trials", "enqueue_config", "read_records", "read_role",
-    "role_taken", "trial_id", "write_compile_gains", "write_config", "write_duplicate",
-    "write_owner", "write_result", "write_result_of", "write_role",
+    "read_warm_rate", "role_taken", "trial_id", "write_compile_gains", "write_config",
+    "write_duplicate", "write_owner", "write_result", "write_result_of", "write_role",
+    "write_warm_rate",
 ]
 
 BASELINE = "baseline"
@@ -40,7 +41,7 @@ FEASIBLE = "usable"
 """Constraint key: > 0 means the trial did not produce a usable measurement."""
 
 _CONFIG, _RESULT, _ROLE, _DUPLICATE, _OWNER = "config", "result", "role", "duplicate_of", "owner"
-_CONFIRMS, _DECISION, _GAINS = "confirms", "decision", "compile_gains"
+_CONFIRMS, _DECISION, _GAINS, _WARM = "confirms", "decision", "compile_gains", "warm_rate"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -166,6 +167,15 @@ def write_result(trial: optuna.Trial, result: TrialResult) -> None:
 
 def write_compile_gains(trial: optuna.Trial, gains: dict[str, float]) -> None:
     trial.set_user_attr(_GAINS, gains)
+
+
+def write_warm_rate(trial: optuna.Trial, rate: float) -> None:
+    """The trial's fastest early warm-up chunk (`pruning.warm_bar`)."""
+    trial.set_user_attr(_WARM, rate)
+
+
+def read_warm_rate(trial: FrozenTrial) -> float | None:
+    return trial.user_attrs.get(_WARM)
 
 
 def write_duplicate(trial: optuna.Trial, of: int) -> None:

@@ -8,7 +8,9 @@ import pytest
 from optuna.trial import TrialState
 
 from autotune.contract.events import WarmupEvent, WindowEvent
-from autotune.study.policy.pruning import HOPELESS, IncumbentPruner, report_copy, report_windows
+from autotune.study.store.records import read_warm_rate
+from autotune.study.policy.pruning import (HOPELESS, IncumbentPruner, report_copy,
+                                           report_windows, warm_bar)
 from autotune.study.policy.starts import stoppable
 
 
@@ -159,3 +161,24 @@ def test_a_copy_of_a_trial_stopped_in_warm_up_reports_its_rate_as_step_0() -> No
     report_copy(copy, [], 5.0)
     study.tell(copy, state=TrialState.PRUNED)
     assert study.trials[1].intermediate_values == {0: 5.0} and study.trials[1].value == 5.0
+
+
+def test_a_warm_up_of_new_shapes_is_judged_against_the_best_warm_up() -> None:
+    # An eager BERT on padded batches (H100, 2026-11-27): each of its first steps is a new
+    # length, so every trial's warm-up runs near 0.3x its settled rate; a twin of the 138k
+    # leader read 40.9k there and was stopped. Judged against the leader's own warm-up, it runs.
+    study = optuna.create_study(direction="maximize")
+    leader = study.ask()
+    warm(leader, [(40.0, 1.0), (42.0, 1.0)])  # then its windows read 138
+    assert read_warm_rate(leader) == 42.0  # the faster of its first two chunks
+    study.tell(leader, 138.0)
+    assert warm_bar(study) == 42.0
+    assert warm(study.ask(), [(40.0, 1.0), (40.9, 1.0)]) == []  # 0.97x the leader's warm-up
+    reasons = warm(study.ask(), [(3.0, 1.0), (3.6, 1.0)])  # hopeless all the same
+    assert reasons == ["pruned in warm-up: its steps ran at most 3.6/s, under 30% of the best "
+                       "warm-up so far (42/s)"]
+    # A warm-up faster than its settled rate never raises the bar above the best rate.
+    fast = study.ask()
+    warm(fast, [(500.0, 1.0), (500.0, 1.0)])
+    study.tell(fast, 100.0)
+    assert warm_bar(study) == 138.0 and warm_bar(optuna.create_study()) is None
