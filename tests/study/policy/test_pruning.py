@@ -182,3 +182,9 @@ def test_a_warm_up_of_new_shapes_is_judged_against_the_best_warm_up() -> None:
     warm(fast, [(500.0, 1.0), (500.0, 1.0)])
     study.tell(fast, 100.0)
     assert warm_bar(study) == 138.0 and warm_bar(optuna.create_study()) is None
+    # A baseline is never stopped, but its warm rate is kept all the same.
+    baseline = study.ask()
+    on_event = report_windows(baseline, None)
+    for rate in (7.0, 9.0):
+        on_event(WarmupEvent(items=rate, seconds=1.0, steps=1))
+    assert read_warm_rate(baseline) == 9.0
