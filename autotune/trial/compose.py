@@ -30,12 +30,12 @@ from autotune.trial.model_features import apply_model_features
 from autotune.trial.shapes import ShapeLog, signature, varying_dims
 from autotune.trial.warmup import StepResult
 
-__all__ = ["PEEK_BATCHES", "REGIONS", "TrainStep", "apply_model_features", "compose",
-           "no_region"]
+__all__ = ["MARK_DISTINCT", "PEEK_BATCHES", "REGIONS", "TrainStep", "apply_model_features",
+           "compose", "no_region"]
 
 PEEK_BATCHES, MARK_DISTINCT = 8, 6
-"""Batches a compiled step peeks at (then trains on), and the distinct shapes among them that mean
-many sizes, not a few buckets: a BERT's 44 padded lengths show 6 in 96% of draws, 5 buckets never."""
+"""Batches a compiled step peeks at (then trains on), and the distinct shapes among them that
+mean many sizes, not buckets: a BERT's 44 padded lengths show 6 in 96% of draws, 5 buckets never."""
 
 REGIONS = ("data wait", "host-to-device", "forward", "backward", "optimizer", "GPU wait")
 """The parts of a step `TrainStep.region` names, in the order a step takes them; the last is

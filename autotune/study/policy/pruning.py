@@ -75,8 +75,8 @@ def best_so_far(study: optuna.Study, *, eager: bool = False) -> float | None:
 
 
 def warm_bar(study: optuna.Study, *, eager: bool = False) -> float | None:
-    """What a warm-up is judged against (a trial's warm rate): the best rate so far, or the best of the
-    completed trials' warm rates where that is lower (None: no trial completed)."""
+    """What a warm-up is judged against: the best rate so far, or the best of the completed
+    trials' warm rates (`records.read_warm_rate`) where that is lower (None: none completed)."""
     best = best_so_far(study, eager=eager)
     warm = max((rate for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
                 if t.value and (rate := read_warm_rate(t)) is not None
@@ -89,7 +89,8 @@ def report_windows(trial: optuna.Trial, prune: Callable[[str], None] | None, *,
     """A trial's event callback: report each window's running median to Optuna and, when the
     pruner says so, stop the trial through `prune` (its runner's; None: never pruned). Before
     the windows, a trial whose warm-up ran under HOPELESS x `warm_bar` is stopped too, its
-    fastest chunk reported as step 0 (its WARM_RATE kept); with `windows` False (a guided start) only that.
+    fastest chunk reported as step 0; with `windows` False (a guided start) only that. Every
+    trial's warm rate is kept, whether it may be stopped or not.
     An `eager` trial (no compile) is judged against the eager trials: it ranks eager configs,
     whose compiled forms come later (a GRU loop's eager dtypes ran at 0.14x its compiled best,
     and the dtype that led eager was the one compiled)."""
