@@ -19,6 +19,7 @@ import time
 import torch
 
 from autotune.adapter import load_adapter
+from autotune.trial.compose import MARK_DISTINCT, PEEK_BATCHES
 from autotune.trial.features.compile import compile_seconds, mark_varying
 from autotune.trial.shapes import signature, varying_dims
 from autotune.trial.features.sdpa import apply_sdpa
@@ -63,7 +64,7 @@ def main() -> None:
     p.add_argument("--sdpa", default="default", help="sdpa_backend: default, flash, efficient, "
                    "cudnn, math")
     p.add_argument("--mark", action="store_true", help="mark the dimensions that vary among "
-                   "the first 4 batches dynamic, as a search trial does (`mark_varying`)")
+                   "the first batches dynamic, as a search trial does (`compose.start_loader`)")
     args = p.parse_args()
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -90,9 +91,9 @@ def main() -> None:
     batches = iter(loader)
     dims: frozenset[tuple[str, int]] = frozenset()
     if args.mark:
-        peeked = [next(batches) for _ in range(4)]
+        peeked = [next(batches) for _ in range(PEEK_BATCHES)]
         sigs = [signature(b) for b in peeked]
-        dims = varying_dims(sigs) if len(set(sigs)) == len(sigs) else frozenset()
+        dims = varying_dims(sigs) if len(set(sigs)) >= MARK_DISTINCT else frozenset()
         print(f"marked dynamic: {sorted(dims) or 'nothing (the peeked batches repeat a shape)'}",
               flush=True)
         batches = iter(loader)

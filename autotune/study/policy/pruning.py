@@ -75,13 +75,16 @@ def best_so_far(study: optuna.Study, *, eager: bool = False) -> float | None:
 
 
 def warm_bar(study: optuna.Study, *, eager: bool = False) -> float | None:
-    """What a warm-up is judged against: the best rate so far, or the best of the completed
-    trials' warm rates (`records.read_warm_rate`) where that is lower (None: none completed)."""
-    best = best_so_far(study, eager=eager)
-    warm = max((rate for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                if t.value and (rate := read_warm_rate(t)) is not None
-                and not (eager and t.params.get("compile", "none") != "none")), default=None)
-    return best if best is None or warm is None else min(best, warm)
+    """What a warm-up is judged against: the best rate so far, or the leader's own warm rate
+    (`records.read_warm_rate`) where that is lower (None: none completed). The leader's alone:
+    another trial's warm rate says nothing of how far the leader's warm-up ran below its rate."""
+    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if t.value and not (eager and t.params.get("compile", "none") != "none")]
+    if not done:
+        return None
+    leader = max(done, key=lambda t: float(t.value or 0.0))
+    warm = read_warm_rate(leader)
+    return float(leader.value or 0.0) if warm is None else min(float(leader.value or 0.0), warm)
 
 
 def report_windows(trial: optuna.Trial, prune: Callable[[str], None] | None, *,
@@ -102,7 +105,10 @@ def report_windows(trial: optuna.Trial, prune: Callable[[str], None] | None, *,
         if isinstance(event, WarmupEvent) and event.seconds > 0 and not rates:
             warm.append(event.items / event.seconds)
             if len(warm) == HOPELESS_CHUNKS:  # kept for every trial, a baseline's too
-                write_warm_rate(trial, max(warm))
+                try:
+                    write_warm_rate(trial, max(warm))
+                except Exception:  # noqa: BLE001 - optional: a locked or finished trial loses
+                    pass  # only a lower bar for later warm-ups, never the search
             bar = warm_bar(trial.study, eager=eager) if prune is not None else None
             if len(warm) >= HOPELESS_CHUNKS and bar is not None and max(warm) < HOPELESS * bar \
                     and not stopped:

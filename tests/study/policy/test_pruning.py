@@ -147,6 +147,7 @@ def test_an_eager_trial_is_judged_against_the_eager_trials() -> None:
     for compile, value in (("none", 150.0), ("reduce-overhead", 1100.0)):
         study.add_trial(optuna.trial.create_trial(params={"compile": compile},
                                                   distributions=dist, value=value))
+    assert (warm_bar(study, eager=True), warm_bar(study)) == (150.0, 1100.0)
     eager_chunks = [(120.0, 1.0), (130.0, 1.0)]  # 0.12x the compiled best, 0.87x the eager one
     assert warm(study.ask(), eager_chunks, eager=True) == []
     assert len(warm(study.ask(), eager_chunks)) == 1  # a compiled trial that slow is hopeless
@@ -177,11 +178,21 @@ def test_a_warm_up_of_new_shapes_is_judged_against_the_best_warm_up() -> None:
     reasons = warm(study.ask(), [(3.0, 1.0), (3.6, 1.0)])  # hopeless all the same
     assert reasons == ["pruned in warm-up: its steps ran at most 3.6/s, under 30% of the best "
                        "warm-up so far (42/s)"]
-    # A warm-up faster than its settled rate never raises the bar above the best rate.
+    # Another trial's warm rate does not move the bar: only the leader's own.
+    slow = study.ask()
+    warm(slow, [(5.0, 1.0), (5.0, 1.0)])
+    study.tell(slow, 10.0)
     fast = study.ask()
     warm(fast, [(500.0, 1.0), (500.0, 1.0)])
     study.tell(fast, 100.0)
-    assert warm_bar(study) == 138.0 and warm_bar(optuna.create_study()) is None
+    assert warm_bar(study) == 42.0
+    # A leader whose warm-up ran faster than its rate, or kept none, is judged by its rate.
+    quick = study.ask()
+    warm(quick, [(900.0, 1.0), (900.0, 1.0)])
+    study.tell(quick, 200.0)
+    assert warm_bar(study) == 200.0
+    study.tell(study.ask(), 300.0)  # settled in under two chunks: no warm rate
+    assert warm_bar(study) == 300.0 and warm_bar(optuna.create_study()) is None
     # A baseline is never stopped, but its warm rate is kept all the same.
     baseline = study.ask()
     on_event = report_windows(baseline, None)
