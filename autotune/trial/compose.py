@@ -19,7 +19,8 @@ from autotune.contract.phases import Phase
 from autotune.contract.request import CUDAGRAPH_MODES
 from autotune.trial.blame import blame, blaming, check_loss
 from autotune.trial.features.amp import apply_amp
-from autotune.trial.features.compile import compile_loss, compiled_dynamic, mark_varying
+from autotune.trial.features.compile import (compile_loss, compiled_dynamic, dims_to_mark,
+                                             mark_varying)
 from autotune.trial.features.dataloader import build_loader, to_device
 from autotune.trial.features.ddp import no_sync
 from autotune.trial.features.memory_format import batch_format, conv_weights
@@ -27,15 +28,14 @@ from autotune.trial.features.optimizer import apply_optimizer_impl
 from autotune.trial.features.sdpa import apply_sdpa
 from autotune.trial.features.threads import apply_threads
 from autotune.trial.model_features import apply_model_features
-from autotune.trial.shapes import ShapeLog, signature, varying_dims
+from autotune.trial.shapes import ShapeLog, signature
 from autotune.trial.warmup import StepResult
 
-__all__ = ["MARK_DISTINCT", "PEEK_BATCHES", "REGIONS", "TrainStep", "apply_model_features",
-           "compose", "no_region"]
+__all__ = ["PEEK_BATCHES", "REGIONS", "TrainStep", "apply_model_features", "compose",
+           "no_region"]
 
-PEEK_BATCHES, MARK_DISTINCT = 8, 6
-"""Batches a compiled step peeks at (then trains on), and the distinct shapes among them that
-mean many sizes, not buckets: a BERT's 44 padded lengths show 6 in 96% of draws, 5 buckets never."""
+PEEK_BATCHES = 8
+"""Batches a compiled step pulls before its first call to see if their shapes vary (trained on)."""
 
 REGIONS = ("data wait", "host-to-device", "forward", "backward", "optimizer", "GPU wait")
 """The parts of a step `TrainStep.region` names, in the order a step takes them; the last is
@@ -127,7 +127,7 @@ class TrainStep:
         """Wait for the loader's first batch (workers starting, the sampler, the first reads)
         and keep it for the first step, so that warm-up times the step, not the start-up.
         A compiled step pulls PEEK_BATCHES: if their shapes differ, it compiles with dynamic shapes
-        from the start, marking the varying dims at MARK_DISTINCT shapes (`mark_varying`)."""
+        from the start, marking the varying dims of many sizes (`dims_to_mark`)."""
         if not self._pending:
             self._pending.append(self._pull())
         if self.config.compile == "none" or self.dynamic_shapes:
@@ -135,7 +135,7 @@ class TrainStep:
         while len(self._pending) < PEEK_BATCHES:
             self._pending.append(self._pull())
         if len(set(seen := [signature(batch) for batch in self._pending])) > 1:
-            self._varying = varying_dims(seen) if len(set(seen)) >= MARK_DISTINCT else frozenset()
+            self._varying = dims_to_mark(seen)
             self.forward_model = compiled_dynamic(self.forward_model, self.config.compile)
             self.compiled_loss = compile_loss(self.adapter.loss, self.config.compile,
                                               self.config.compile_scope, dynamic=True)

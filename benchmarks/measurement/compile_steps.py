@@ -19,9 +19,9 @@ import time
 import torch
 
 from autotune.adapter import load_adapter
-from autotune.trial.compose import MARK_DISTINCT, PEEK_BATCHES
-from autotune.trial.features.compile import compile_seconds, mark_varying
-from autotune.trial.shapes import signature, varying_dims
+from autotune.trial.compose import PEEK_BATCHES
+from autotune.trial.features.compile import compile_seconds, dims_to_mark, mark_varying
+from autotune.trial.shapes import signature
 from autotune.trial.features.sdpa import apply_sdpa
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -92,8 +92,7 @@ def main() -> None:
     dims: frozenset[tuple[str, int]] = frozenset()
     if args.mark:
         peeked = [next(batches) for _ in range(PEEK_BATCHES)]
-        sigs = [signature(b) for b in peeked]
-        dims = varying_dims(sigs) if len(set(sigs)) >= MARK_DISTINCT else frozenset()
+        dims = dims_to_mark([signature(b) for b in peeked])
         print(f"marked dynamic: {sorted(dims) or 'nothing (the peeked batches repeat a shape)'}",
               flush=True)
         batches = iter(loader)

@@ -14,8 +14,8 @@ from helpers import TEST_ADAPTERS
 from autotune import MeasureSettings, Status, TrainConfig, load_adapter
 from autotune.contract.request import TrialRequest
 from autotune.contract.result import RECOMPILING
-from autotune.trial.compose import MARK_DISTINCT, PEEK_BATCHES, compose
-from autotune.trial.features.compile import mark_varying
+from autotune.trial.compose import PEEK_BATCHES, compose
+from autotune.trial.features.compile import MARK_DISTINCT, mark_varying
 from autotune.trial.shapes import signature, varying_dims
 from autotune.trial.worker import run_trial
 

@@ -35,7 +35,7 @@ growth). On an H100 a Faster R-CNN at fp16 read 0.06x the best after 39 s of war
 HOPELESS_CHUNKS = 2
 """Warm-up chunks (a second of steps each at least) seen before a trial is judged hopeless. The
 fastest of a trial's first HOPELESS_CHUNKS is its warm rate (`records.write_warm_rate`), and the
-bar is HOPELESS x the lower of the best rate and the best warm rate (`warm_bar`): an eager BERT on
+bar is HOPELESS x the lower of the leader's rate and its warm rate (`warm_bar`): an eager BERT on
 padded batches ran its first 10 steps at 0.3x its settled rate (each a new length), and a twin of
 its 138k-tokens/s leader was stopped at 40.9k (H100, 2026-11-27)."""
 
@@ -66,25 +66,30 @@ class IncumbentPruner(BasePruner):
         return trial.intermediate_values[step] < self.ratio * best
 
 
+def _leader(study: optuna.Study, *, eager: bool = False) -> FrozenTrial | None:
+    """The trial that completed with the highest rate (None: none yet); with `eager`, of the
+    trials that compiled nothing."""
+    return max((t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if t.value and not (eager and t.params.get("compile", "none") != "none")),
+               key=lambda t: float(t.value or 0.0), default=None)
+
+
 def best_so_far(study: optuna.Study, *, eager: bool = False) -> float | None:
     """The highest rate a trial completed with (None: none yet); with `eager`, of the trials
     that compiled nothing."""
-    return max((t.value for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                if t.value and not (eager and t.params.get("compile", "none") != "none")),
-               default=None)
+    best = _leader(study, eager=eager)
+    return None if best is None else float(best.value or 0.0)
 
 
 def warm_bar(study: optuna.Study, *, eager: bool = False) -> float | None:
     """What a warm-up is judged against: the best rate so far, or the leader's own warm rate
     (`records.read_warm_rate`) where that is lower (None: none completed). The leader's alone:
     another trial's warm rate says nothing of how far the leader's warm-up ran below its rate."""
-    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if t.value and not (eager and t.params.get("compile", "none") != "none")]
-    if not done:
+    best = _leader(study, eager=eager)
+    if best is None:
         return None
-    leader = max(done, key=lambda t: float(t.value or 0.0))
-    warm = read_warm_rate(leader)
-    return float(leader.value or 0.0) if warm is None else min(float(leader.value or 0.0), warm)
+    rate, warm = float(best.value or 0.0), read_warm_rate(best)
+    return rate if warm is None else min(rate, warm)
 
 
 def report_windows(trial: optuna.Trial, prune: Callable[[str], None] | None, *,

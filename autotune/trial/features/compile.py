@@ -8,10 +8,10 @@ from typing import Any, TypeVar, cast
 
 import torch
 
-from autotune.trial.shapes import leaves
+from autotune.trial.shapes import Signature, leaves, varying_dims
 
-__all__ = ["CompileWatch", "Recompiles", "apply_compile", "compile_loss", "compile_seconds",
-           "compiled_dynamic", "mark_varying", "specialized"]
+__all__ = ["MARK_DISTINCT", "CompileWatch", "Recompiles", "apply_compile", "compile_loss",
+           "compile_seconds", "compiled_dynamic", "dims_to_mark", "mark_varying", "specialized"]
 
 Loss = TypeVar("Loss", bound=Callable[..., Any])
 
@@ -55,6 +55,17 @@ def compiled_dynamic(forward: torch.nn.Module, mode: str) -> torch.nn.Module:
     if mode == "none" or original is None:
         return forward
     return apply_compile(original, mode, dynamic=True)
+
+
+MARK_DISTINCT = 6
+"""Distinct shapes among the peeked batches (`compose.PEEK_BATCHES`, 8) that mean many sizes,
+not buckets: a BERT's 44 padded lengths show 6 in 96% of draws, 5 buckets never."""
+
+
+def dims_to_mark(seen: list[Signature]) -> frozenset[tuple[str, int]]:
+    """The varying dimensions of the batches `seen` (`shapes.varying_dims`) to mark dynamic:
+    all of them when MARK_DISTINCT of the shapes differ, else none (a few buckets)."""
+    return varying_dims(seen) if len(set(seen)) >= MARK_DISTINCT else frozenset()
 
 
 def mark_varying(batch: Any, dims: frozenset[tuple[str, int]]) -> Any:
