@@ -41,6 +41,30 @@ def benchmark_script(relative: str) -> Any:
     return module
 
 
+ONE_GLOO_RANK = """
+import faulthandler, os, sys
+import torch.distributed as dist
+faulthandler.dump_traceback_later({dump}, exit=True)  # a hang shows where, then ends
+dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+{body}
+sys.stdout.flush()
+os._exit(0)  # no destroy_process_group: nothing after the checks can hang
+"""
+
+
+def in_one_gloo_rank(body: str, timeout: float = 120) -> str:
+    """Run `body` (Python source, at top level) in a fresh process that is the one rank of a gloo
+    group over an in-memory store, and give back what it printed. A CI run once hung for an hour
+    in the in-process form of this (a one-rank gloo group in the pytest process, never seen
+    here): a child process is bounded by `timeout`, prints its stacks if it hangs, and leaves
+    without gloo's teardown."""
+    code = ONE_GLOO_RANK.format(dump=max(timeout - 20, 1), body=body)
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=timeout, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout
+
+
 def run_autotune(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """`python -m autotune ARGS...` from the repository root, output captured as text."""
     return subprocess.run(

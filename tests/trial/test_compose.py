@@ -3,6 +3,7 @@ checkpointing, then compile), the loader knobs, and the step's own bookkeeping (
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from autotune.trial.compose import TrainStep, apply_model_features
 from autotune.trial.features.dataloader import loader_knobs
 from autotune.trial.features.checkpoint import chosen_blocks
 from autotune.trial.measure import StepResult
+from helpers import in_one_gloo_rank
 
 CPU = torch.device("cpu")
 
@@ -324,24 +326,21 @@ def test_what_a_config_explains_is_not_blamed_on_the_adapter(tiny_adapter: Path)
 
 
 def test_ddp_wraps_the_checkpointed_model_inside_compile() -> None:
-    import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
-
-    from autotune.trial.features.ddp import apply_ddp
-
-    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
-    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
-    try:
+    # compile(DDP(checkpointed model)): Dynamo's DDPOptimizer splits at bucket boundaries.
+    printed = in_one_gloo_rank(textwrap.dedent("""
+        import torch
+        from torch.nn.parallel import DistributedDataParallel
+        from autotune.trial.compose import apply_model_features
+        from autotune.trial.features.ddp import apply_ddp
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
         wrapped, checkpointed = apply_model_features(
             model, list(model), amp_dtype="fp32", checkpoint=1.0, compile="default",
             ddp=lambda m: apply_ddp(m, torch.device("cpu"), bucket_cap_mb=None,
                                     gradient_as_bucket_view=False, static_graph=False))
-        # compile(DDP(checkpointed model)): Dynamo's DDPOptimizer splits at bucket boundaries.
-        assert checkpointed == 2
         ddp = getattr(wrapped, "_orig_mod")
-        assert isinstance(ddp, DistributedDataParallel) and ddp.module is model
-    finally:
-        dist.destroy_process_group()
+        print(checkpointed, isinstance(ddp, DistributedDataParallel), ddp.module is model)
+    """))
+    assert printed.split() == ["2", "True", "True"]
 
 
 def test_the_step_runs_on_the_configs_intra_op_threads(tiny_step: Any) -> None:

@@ -4,6 +4,7 @@ way the trials measured it, on the device it was tuned on (CPU here)."""
 from __future__ import annotations
 
 import copy
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import yaml
 
 import autotune.trial.features.amp as amp_module
 from autotune import InputError, TrainConfig, TunedConfig, load_config
+from helpers import in_one_gloo_rank
 
 CPU_BF16 = TunedConfig(config=TrainConfig(batch_size=8, amp_dtype="bf16"), device="cpu")
 
@@ -211,9 +213,6 @@ def test_no_compile_artifacts_to_load(tmp_path: Path) -> None:
 
 
 def test_ddp_kwargs_and_a_ddp_wrapped_model() -> None:
-    import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
-
     cfg = TunedConfig(config=TrainConfig(batch_size=8, bucket_cap_mb=50, static_graph=True),
                       device="cpu")
     assert cfg.ddp_kwargs() == {"bucket_cap_mb": 50, "gradient_as_bucket_view": False,
@@ -221,16 +220,20 @@ def test_ddp_kwargs_and_a_ddp_wrapped_model() -> None:
     model = torch.nn.Linear(4, 2)
     with pytest.raises(RuntimeError, match="initialized process group"):
         cfg.wrap_model(model, ddp=True)
-    # One gloo rank in this process, over an in-memory store: no other process, no port.
-    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
-    try:
+    # One gloo rank in a child process, over an in-memory store: no other process, no port.
+    printed = in_one_gloo_rank(textwrap.dedent("""
+        import torch
+        from torch.nn.parallel import DistributedDataParallel
+        from autotune import TrainConfig, TunedConfig
+        cfg = TunedConfig(config=TrainConfig(batch_size=8, bucket_cap_mb=50, static_graph=True),
+                          device="cpu")
+        model = torch.nn.Linear(4, 2)
         wrapped = cfg.wrap_model(model, ddp=True)
-        assert isinstance(wrapped, DistributedDataParallel) and wrapped.module is model
-        assert wrapped.static_graph
         wrapped(torch.randn(3, 4)).sum().backward()
-        assert model.weight.grad is not None
-    finally:
-        dist.destroy_process_group()
+        print(isinstance(wrapped, DistributedDataParallel), wrapped.module is model,
+              wrapped.static_graph, model.weight.grad is not None)
+    """))
+    assert printed.split() == ["True"] * 4
 
 
 def test_load_config_sets_the_threads_the_trial_ran_with(tmp_path: Path) -> None:
