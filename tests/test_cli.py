@@ -308,7 +308,9 @@ def search_mlp(out: Path, space: Path, trials: int) -> subprocess.CompletedProce
     return run_autotune(
         "search", "--adapter", "adapters/mlp.py", "--trials", str(trials), "--device", "cpu",
         "--out", out, "--measure-seconds", "2", "--confirm-measure-seconds", "2", "--seed", "0",
-        "--confirm", "2", "--space", space,  # 2 rounds: 35 s where 3 took 85 (2-CPU VM)
+        # 2 leaders, a clear lead after 1 run each (up to 3 when tied): 28 s where the default
+        # 2 runs took 35 and 3 leaders 85; the rerun 53 s where it took 71 (2-CPU VM)
+        "--confirm", "2", "--confirm-repeats", "1", "--space", space,
     )
 
 
