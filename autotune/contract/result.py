@@ -195,6 +195,9 @@ class TrialResult:
     """Each varying dimension's smallest and largest size ("input_ids[1] 512-1024")."""
     shape_count: int | None = None
     """Distinct batch shapes seen: under `reduce-overhead`, one CUDA graph each."""
+    shape_count_padded: int | None = None
+    """Distinct batch shapes left of those seen once every varying length is padded to a
+    multiple of `contract.shapes.PAD_MULTIPLE` (None: no length varied, or not measured)."""
     batch_items: float | None = None
     """Items (`Adapter.items`) per micro-batch, the mean over the batches the trial pulled: what
     its batch_size bought. A loader that makes its own batches pulls as many at any batch_size

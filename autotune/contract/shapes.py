@@ -10,8 +10,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["PAD_MULTIPLE", "format_ranges", "padded_shapes", "padding_note", "parse_ranges",
-           "shapes_block"]
+__all__ = ["PAD_MULTIPLE", "format_ranges", "is_length", "padded_shapes", "padding_note",
+           "parse_ranges", "shapes_block"]
 
 PAD_MULTIPLE = 64
 """The multiple `best.yaml` suggests padding a varying dimension to: the sizes matmul tiles and
@@ -38,20 +38,28 @@ def padded_shapes(low: int, high: int, multiple: int = PAD_MULTIPLE) -> int:
     return math.ceil(high / multiple) - math.ceil(low / multiple) + 1
 
 
+def is_length(where: str, high: int, batch_size: int | None) -> bool:
+    """Whether a varying dimension ("input_ids[1]", `format_ranges`' name) is a length padding
+    can fix. A tensor's first dimension is the batch's samples: padding is advice for a length,
+    not for it (a sampler batching by length varies how many samples a batch holds). Not so in
+    a tensor of one sample, an item of a list held per sample (`[*]`): a detection target's
+    boxes; nor where it grew past the batch size: a recommender's flat ids of every sample."""
+    return (not where.endswith("[0]") or "[*]" in where
+            or (batch_size is not None and high > batch_size))
+
+
 def padding_note(shape_range: str, shape_count: int | None,
-                 multiple: int = PAD_MULTIPLE, *, batch_size: int | None = None) -> str:
+                 multiple: int = PAD_MULTIPLE, *, batch_size: int | None = None,
+                 padded: int | None = None) -> str:
     """One sentence for best.yaml: the shapes vary, over what, and what padding would allow
-    (`batch_size`: the trial's, when known; a first dimension that grew past it is a length)."""
+    (`batch_size`: the trial's, when known; a first dimension that grew past it is a length.
+    `padded`: the distinct shapes the trial's batches leave with every length padded to
+    `multiple`, `TrialResult.shape_count_padded`; else the widest length's sizes bound it)."""
     ranges = parse_ranges(shape_range)
     seen = f", {shape_count} distinct shapes" if shape_count else ""
     if not ranges:
         return f"Batch shapes vary from batch to batch{seen}."
-    # A tensor's first dimension is the batch's samples: padding is advice for a length, not
-    # for it (a sampler batching by length varies how many samples a batch holds). Not so in a
-    # tensor of one sample, an item of a list held per sample (`[*]`): a detection target's
-    # boxes; nor where it grew past the batch size: a recommender's flat ids of every sample.
-    lengths = [r for r in ranges if not r[0].endswith("[0]") or "[*]" in r[0]
-               or (batch_size is not None and r[2] > batch_size)]
+    lengths = [r for r in ranges if is_length(r[0], r[2], batch_size)]
     samples = ("" if len(lengths) == len(ranges) else
                " The number of samples a batch varies too (a sampler batching by length, a last "
                "partial batch): each batch size is a shape of its own as well.")
@@ -60,17 +68,23 @@ def padding_note(shape_range: str, shape_count: int | None,
                 "samples a batch varies (a sampler batching by length, a last partial batch), so a "
                 "compile with static shapes or reduce-overhead's one CUDA graph per shape pays for "
                 "each batch size; batches of a fixed size (drop_last) keep one.")
-    widest = max(lengths, key=lambda r: r[2] - r[1])
-    left = padded_shapes(widest[1], widest[2], multiple)
+    names = [r[0] for r in lengths]
+    named = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    if padded is not None:
+        leave = f"{padded} of the {shape_count} shapes seen" if shape_count else f"{padded}"
+        left = padded
+    else:  # recorded before the count: each length padded alone, the product bounds the rest
+        left = math.prod(padded_shapes(r[1], r[2], multiple) for r in lengths)
+        leave = f"at most {left} {'size' if left == 1 else 'sizes'}"
     return (f"Batch shapes vary from batch to batch ({shape_range}{seen}): padding "
-            f"{widest[0]} to a multiple of {multiple} would leave at most {left} "
-            f"{'size' if left == 1 else 'sizes'}, so a compile with static shapes or "
-            f"reduce-overhead's one CUDA graph per shape would pay for {left}, not one per "
-            f"length.{samples}")
+            f"{named} to a multiple of {multiple} would leave {leave}, so a compile with static "
+            f"shapes or reduce-overhead's one CUDA graph per shape would pay for {left}, not one "
+            f"per length.{samples}")
 
 
 def shapes_block(*, vary: bool | None, shape_range: str | None, count: int | None,
-                 dynamic: bool | None, batch_size: int | None = None) -> dict[str, Any] | None:
+                 dynamic: bool | None, batch_size: int | None = None,
+                 padded: int | None = None) -> dict[str, Any] | None:
     """best.yaml's `shapes:`: whether the batches' shapes vary, over what, how many were seen,
     whether the compile was dynamic, and what padding would allow. None when not measured."""
     if vary is None:
@@ -78,4 +92,5 @@ def shapes_block(*, vary: bool | None, shape_range: str | None, count: int | Non
     if not vary:
         return {"vary": False}
     return {"vary": True, "range": shape_range, "distinct": count, "dynamic_compile": dynamic,
-            "note": padding_note(shape_range or "", count, batch_size=batch_size)}
+            "note": padding_note(shape_range or "", count, batch_size=batch_size,
+                                 padded=padded)}

@@ -62,7 +62,7 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
         "diagnosis": _diagnosis(_diagnosed(winner) or result),
         "shapes": shapes_block(vary=result.shapes_vary, shape_range=result.shape_range,
                                count=result.shape_count, dynamic=result.dynamic_shapes,
-                               batch_size=config.batch_size),
+                               batch_size=config.batch_size, padded=result.shape_count_padded),
         "measurement": {
             "trial": best.number,
             "spread": rounded(result.spread),

@@ -97,7 +97,7 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
     varied = next((r for r in ok if r["shapes_vary"]), None)
     if varied is not None:  # the best trial that saw them vary says over what
         console.print(padding_note(varied["shape_range"] or "", varied["shape_count"],
-                                   batch_size=varied["batch_size"]))
+                      batch_size=varied["batch_size"], padded=varied["shape_count_padded"]))
     if confirmation and winner is not None:
         base = winner.baseline if winner.confirmation else None
         conf = Table(title="confirmation: fresh re-runs after the search (the winner is picked "

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from autotune.contract.shapes import format_ranges
+from autotune.contract.shapes import PAD_MULTIPLE, format_ranges, is_length
 
 __all__ = ["MAX_LEAVES", "PER_SAMPLE", "BatchSizes", "ShapeLog", "Signature", "leaves",
            "signature", "varying_dims"]
@@ -131,21 +131,42 @@ class ShapeLog:
         """Distinct shapes seen: under `reduce-overhead`, one CUDA graph each."""
         return len(self.seen)
 
-    def ranges(self) -> str:
-        """The varying dimensions and their ranges ("" when none varies); the items of a list
-        held per sample as one, `[*]`, over the smallest and largest size of any."""
+    def _merged(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """Each varying dimension, the items of a list held per sample as one (`[*]`), with the
+        smallest and largest size of any."""
         general = _per_sample(self._ranks, self.batch_size)
         merged: dict[tuple[str, int], tuple[int, int]] = {}
         for (path, dim), (low, high) in self._sizes.items():
             key = (general[path], dim)
             was = merged.get(key, (low, high))
             merged[key] = (min(was[0], low), max(was[1], high))
+        return {key: span for key, span in merged.items() if span[0] != span[1]}
+
+    def ranges(self) -> str:
+        """The varying dimensions and their ranges ("" when none varies)."""
         return format_ranges((f"{path or 'batch'}[{dim}]", low, high)
-                             for (path, dim), (low, high) in merged.items() if low != high)
+                             for (path, dim), (low, high) in self._merged().items())
+
+    def padded_count(self, multiple: int = PAD_MULTIPLE) -> int | None:
+        """Distinct shapes left of those seen once every varying length (`contract.shapes.
+        is_length`, the note's rule) is padded up to `multiple`: exact for these batches, where
+        padding each length alone only bounds it (a tokenizer's input_ids and attention_mask
+        move together; a seq2seq batch's source and target lengths apart). None when no length
+        varies."""
+        general = _per_sample(self._ranks, self.batch_size)
+        lengths = {key for key, (_, high) in self._merged().items()
+                   if is_length(f"{key[0] or 'batch'}[{key[1]}]", high, self.batch_size)}
+        if not lengths:
+            return None
+        return len({tuple((path, tuple(-(-size // multiple) * multiple
+                                       if (general.get(path, path), dim) in lengths else size
+                                       for dim, size in enumerate(shape)))
+                          for path, shape in sig) for sig in self.seen})
 
     def facts(self) -> ShapeFacts:
         """What the trial reports of its batches' shapes."""
-        return ShapeFacts(vary=self.vary, ranges=self.ranges() or None, count=self.count)
+        return ShapeFacts(vary=self.vary, ranges=self.ranges() or None, count=self.count,
+                          padded=self.padded_count() if self.vary else None)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -158,6 +179,9 @@ class ShapeFacts:
     """The varying dimensions and their ranges (None when none varies)."""
     count: int
     """Distinct shapes seen: under `reduce-overhead`, one CUDA graph each."""
+    padded: int | None = None
+    """Distinct shapes left once every varying length is padded to `PAD_MULTIPLE`
+    (`ShapeLog.padded_count`); None when no length varies."""
 
 
 def _alike(items: Mapping[str, set[tuple[str, int]]]) -> bool:

@@ -163,6 +163,7 @@ def _result(got: _Reached, memory: Memory, *, status: Status, reason: str = "",
         shapes_vary=None if timed is None else timed.shapes.vary,
         shape_range=None if timed is None else timed.shapes.ranges,
         shape_count=None if timed is None else timed.shapes.count,
+        shape_count_padded=None if timed is None else timed.shapes.padded,
         batch_items=None if got.step is None else got.step.shapes.amounts.mean_items(),
         batch_numel=None if got.step is None else got.step.shapes.amounts.mean_numel(),
         fingerprint=got.fingerprint,
@@ -186,7 +187,8 @@ def _storm(got: _Reached, memory: Memory, exc: RecompileStorm) -> TrialResult:
         recompile_seconds=None if specialized else exc.seconds,
         shapes_vary=None if shapes is None else shapes.vary,
         shape_range=None if shapes is None else shapes.ranges,
-        shape_count=None if shapes is None else shapes.count)
+        shape_count=None if shapes is None else shapes.count,
+        shape_count_padded=None if shapes is None else shapes.padded)
 
 
 def serve(trial_dir: Path, *, started: float, preloaded: Preloaded | None = None) -> int:

@@ -116,3 +116,36 @@ def test_a_list_cut_short_by_the_leaf_limit_is_still_held_per_sample() -> None:
         log.add(signature((images, targets)))
     assert log.ranges() == ("[0][*][1] 65-72, [1][*].boxes[0] 1-8, [1][*].labels[0] 1-8, "
                             "[1][*].area[0] 1-8")
+
+
+def test_the_padded_count_is_exact_for_the_batches_seen() -> None:
+    # A tokenizer's ids and mask move together: 21 lengths of 455-512, one once padded to 64.
+    text = ShapeLog(batch_size=8)
+    for n in range(455, 475):
+        text.add(signature({"input_ids": torch.zeros(8, n), "attention_mask": torch.zeros(8, n)}))
+    text.add(signature({"input_ids": torch.zeros(8, 512), "attention_mask": torch.zeros(8, 512)}))
+    assert text.count == 21 and text.padded_count(64) == 1 and text.facts().padded == 1
+    # A seq2seq batch (held out, 2-CPU VM, 2026-11-27): source and target lengths vary apart,
+    # each padded lands on 2 sizes here, and the pairs seen leave 3 of the 4 combinations.
+    pairs = ShapeLog(batch_size=8)
+    for src, tgt in ((60, 30), (70, 40), (70, 70), (65, 50)):
+        pairs.add(signature({"input_ids": torch.zeros(8, src), "labels": torch.zeros(8, tgt)}))
+    assert pairs.padded_count(64) == 3  # (64, 64), (128, 64), (128, 128)
+    # The batch dimension is no length: a last partial batch stays a shape of its own.
+    partial = ShapeLog(batch_size=8)
+    for rows, n in ((8, 10), (8, 20), (3, 20)):
+        partial.add(signature(torch.zeros(rows, n)))
+    assert partial.padded_count(64) == 2
+    # Only the number of samples varies: nothing to pad.
+    samples = ShapeLog(batch_size=8)
+    for rows in (8, 3):
+        samples.add(signature(torch.zeros(rows, 16)))
+    assert samples.padded_count() is None and samples.facts().padded is None
+
+
+def test_lengths_of_a_list_held_per_sample_are_padded_as_one() -> None:
+    log = ShapeLog(batch_size=4)
+    log.add(signature(detection_batch([64, 80, 96, 64], [1, 2, 3, 1])))
+    log.add(signature(detection_batch([128, 64, 64, 96], [5, 1, 2, 2])))
+    assert log.count == 2 and log.padded_count(64) == 2  # one image of 128 pixels in the second
+    assert log.padded_count(256) == 1
