@@ -69,6 +69,11 @@ class LoopState:
     """The guided follow-ups not yet run, the newest best's first."""
     beats: dict[int, ExitStack] = dataclasses.field(default_factory=dict)
     """The heartbeat of each trial asked and not yet told (a server database only)."""
+    unaffordable: set[TrainConfig] = dataclasses.field(default_factory=set)
+    """Configs not started because their compile could not finish in the time left
+    (`Outcome.unaffordable`): told as FAIL, their role is free again, but the time left only
+    shrinks, so no guided start offers them again (a held-out ViT's follow-up came back after
+    each of 5 explorations, 2-CPU VM, 2026-11-27)."""
 
     @property
     def halted(self) -> bool:
@@ -135,10 +140,11 @@ class SlotLoop:
 
     def needless(self, config: TrainConfig, done: Sequence[TrialRecord]) -> bool:
         """A guided start not worth a trial, by the finished trials `done`: measured before (it
-        would copy that result) or, by what was measured, unable to beat the best
-        (`cannot_win`)."""
+        would copy that result), by what was measured unable to beat the best (`cannot_win`),
+        or found too slow to compile in what was left (`LoopState.unaffordable`)."""
         return self.objectives[0].measured_before(config, done) is not None \
-            or cannot_win(config, done) is not None or recompiling(config, done) is not None
+            or cannot_win(config, done) is not None or recompiling(config, done) is not None \
+            or config in self.state.unaffordable
 
     def at_held_batch(self, config: TrainConfig, done: Sequence[TrialRecord]) -> TrainConfig:
         """A guided start at the adapter's batch once its loader is seen (in the finished

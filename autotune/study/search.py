@@ -221,6 +221,8 @@ class Search:
         idle = outcome.duplicate_of is not None or outcome.unaffordable \
             or outcome.ceiling is not None
         self.state.repeats = self.state.repeats + 1 if idle else 0
+        if outcome.unaffordable:
+            self.state.unaffordable.add(job.config)
         if outcome.duplicate_of is not None:
             records.write_duplicate(trial, outcome.duplicate_of)
             if result.status is Status.PRUNED:
