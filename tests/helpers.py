@@ -57,11 +57,18 @@ def in_one_gloo_rank(body: str, timeout: float = 120) -> str:
     group over an in-memory store, and give back what it printed. A CI run once hung for an hour
     in the in-process form of this (a one-rank gloo group in the pytest process, never seen
     here): a child process is bounded by `timeout`, prints its stacks if it hangs, and leaves
-    without gloo's teardown."""
+    without gloo's teardown. A child that hangs is started once more (gloo's, not the code under
+    test's); one that fails, or hangs twice, fails the test with what it printed."""
     code = ONE_GLOO_RANK.format(dump=max(timeout - 20, 1), body=body)
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=timeout, check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
+    hung = ""
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
+                              text=True, timeout=timeout, check=False)
+        if "Timeout (" not in done.stderr:  # faulthandler's words when it dumps and exits
+            break
+        hung += done.stderr[-4000:]
+    assert done.returncode == 0, (f"exit {done.returncode}\n"
+                                  + (hung if "Timeout (" in done.stderr else done.stderr[-4000:]))
     return done.stdout
 
 
