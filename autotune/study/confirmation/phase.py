@@ -163,10 +163,13 @@ class ConfirmPhase:
         summary = confirm(cands)
         if self.signalled():
             return False
-        if unrun and not any(e.median for e in summary if not e.baseline):
+        kept = [e for e in summary if not e.baseline]
+        if unrun and all(e.statuses and e.median is None for e in kept):
             # Every config kept failed its fresh runs (a compile cut, an OOM): the configs left
             # out to give the leader two runs get the time left, fastest by the search first,
-            # rather than the baseline alone ending as the winner.
+            # rather than the baseline alone ending as the winner. Not one that gave way to the
+            # leader's runs, unrun: a config left out, slower by the search, then took the
+            # time left (a token-budget loader, 2-CPU VM, 2026-11-27).
             summary += confirm(unrun)
             unrun = []
             if self.signalled():

@@ -912,3 +912,43 @@ def test_when_every_kept_config_fails_its_fresh_runs_those_left_out_get_the_time
     # Folders go on numbering after the first rounds' runs.
     folders = [d.name for _, d, _, _ in runner.calls]
     assert len(set(folders)) == len(folders)
+
+
+def test_a_kept_config_that_gave_way_to_the_leader_is_no_failure_to_run_others_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A held-out token-budget loader (2-CPU VM, 2026-11-27): the kept contender gave way so the
+    # baseline, the search's leader, could run twice; having no median, it read as a kept config
+    # that failed, and a config left out, slower by the search than the one that gave way, took
+    # the time left.
+    from types import SimpleNamespace
+
+    from autotune.study.confirmation import phase as phase_module
+
+    recorded: list[list[ConfirmationEntry]] = []
+    monkeypatch.setattr(phase_module, "record_confirmation",
+                        lambda study, summary, runs: recorded.append(summary))
+    base = cand(0, 13.2e3, baseline=True, duration=10.0)
+    contender = cand(3, 11.0e3, batch_size=16, duration=14.0)
+    left_out = cand(1, 10.5e3, batch_size=32)
+    fresh = [TrialResult(status=Status.OK, throughput=v, duration_seconds=10.0)
+             for v in (12.3e3, 12.7e3)]
+    runner = ScriptedRunner({0: [*fresh, *fresh], 3: oks(12.0e3), 1: oks(12.0e3)})
+    now = [0.0]
+
+    class Clocked(QuietListener):
+        def confirm_result(self, c: Any, result: TrialResult) -> None:
+            now[0] += 10.0
+
+    settings = SimpleNamespace(adapter=Path("adapter.py"), device="cpu", out=tmp_path,
+                               confirm_repeats=2, confirm_max_repeats=None, trial_timeout=144.0,
+                               confirm_measure=None, measure=QUICK, seed=1)
+    confirm_phase = phase_module.ConfirmPhase(
+        settings=settings, study=None, lock=None, space=None,  # type: ignore[arg-type]
+        listener=Clocked(), search_runner=runner, confirm_runner=runner,
+        clock=lambda: now[0], signalled=lambda: False)
+    # After the baseline's first run, 22 s left, its second and the contender's need 24: the
+    # contender gives way. After the second, 12 s left: enough to start one more run.
+    assert confirm_phase._rounds([base, contender], 32.0, [left_out])
+    assert runner.order == [0, 0]
+    (summary,) = recorded
+    assert {e.trial: e.statuses for e in summary} == {0: ("ok", "ok"), 3: (), 1: ()}
