@@ -45,8 +45,9 @@ class Outcome:
     result: TrialResult
     duplicate_of: int | None = None
     """The earlier trial whose result was reused (the config was not run again)."""
-    unaffordable: bool = False
-    """Not run: its compile and run would not finish in what is left (`cold_compile`)."""
+    unaffordable: float | None = None
+    """Not run: its compile and run, about this many seconds (`cold_compile`), would not
+    finish in what is left."""
     ceiling: float | None = None
     """Not run: the most it could read, implied by an overhead-bound trial at a larger batch
     (`overhead_ceiling`); told as PRUNED at that rate."""
@@ -132,7 +133,7 @@ class Objective:
             cold = self.cold_compile(config)
             if cold is not None and cold[0] > limit:
                 # It would be cut while compiling, a timeout that says nothing about the config.
-                return Outcome(unaffordable=True, result=TrialResult(
+                return Outcome(unaffordable=cold[0], result=TrialResult(
                     status=Status.TIMEOUT, ran=False, reason=f"not run: compiling and running it would "
                     f"take about {cold[0]:.0f} s, as trial {cold[1]}'s compile took here, more "
                     f"than the {limit:.0f} s left"))

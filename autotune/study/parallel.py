@@ -69,11 +69,12 @@ class LoopState:
     """The guided follow-ups not yet run, the newest best's first."""
     beats: dict[int, ExitStack] = dataclasses.field(default_factory=dict)
     """The heartbeat of each trial asked and not yet told (a server database only)."""
-    unaffordable: set[TrainConfig] = dataclasses.field(default_factory=set)
-    """Configs not started because their compile could not finish in the time left
-    (`Outcome.unaffordable`): told as FAIL, their role is free again, but the time left only
-    shrinks, so no guided start offers them again (a held-out ViT's follow-up came back after
-    each of 5 explorations, 2-CPU VM, 2026-11-27)."""
+    unaffordable: dict[TrainConfig, float] = dataclasses.field(default_factory=dict)
+    """Configs not started because their compile could not finish in the time left, with the
+    seconds it would have taken (`Outcome.unaffordable`). Told as FAIL, their role is free
+    again, but the time left only shrinks: no guided start that takes as long is offered again
+    (a held-out ViT's follow-up came back after each of 5 explorations, 2-CPU VM,
+    2026-11-27)."""
 
     @property
     def halted(self) -> bool:
@@ -144,7 +145,15 @@ class SlotLoop:
         or found too slow to compile in what was left (`LoopState.unaffordable`)."""
         return self.objectives[0].measured_before(config, done) is not None \
             or cannot_win(config, done) is not None or recompiling(config, done) is not None \
-            or config in self.state.unaffordable
+            or self._cannot_fit(config, done)
+
+    def _cannot_fit(self, config: TrainConfig, done: Sequence[TrialRecord]) -> bool:
+        """Whether `config`'s compile would take as long as one found not to fit before."""
+        if not self.state.unaffordable:
+            return False
+        cold = self.objectives[0].cold_compile(config, done)
+        return config in self.state.unaffordable or (
+            cold is not None and cold[0] >= min(self.state.unaffordable.values()))
 
     def at_held_batch(self, config: TrainConfig, done: Sequence[TrialRecord]) -> TrainConfig:
         """A guided start at the adapter's batch once its loader is seen (in the finished
@@ -199,7 +208,7 @@ class SlotLoop:
                                    skip=lambda c: self.needless(c, done),
                                    project=lambda c: self.at_held_batch(c, done))
         # Guided starts (enqueued) keep their own values.
-        hold = held(done, self.space.values)
+        hold = held(done, self.space.values, no_compile_fits=bool(self.state.unaffordable))
         key = tuple(sorted(hold.items()))
         if key not in self._held:
             self._held[key] = holding(self._sampler, hold)

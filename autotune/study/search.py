@@ -218,11 +218,11 @@ class Search:
         result = outcome.result
         # Copies, configs too slow to start in what is left, and configs a measured trial
         # implies slow, in a row: the space is spent.
-        idle = outcome.duplicate_of is not None or outcome.unaffordable \
+        idle = outcome.duplicate_of is not None or outcome.unaffordable is not None \
             or outcome.ceiling is not None
         self.state.repeats = self.state.repeats + 1 if idle else 0
-        if outcome.unaffordable:
-            self.state.unaffordable.add(job.config)
+        if outcome.unaffordable is not None:
+            self.state.unaffordable[job.config] = outcome.unaffordable
         if outcome.duplicate_of is not None:
             records.write_duplicate(trial, outcome.duplicate_of)
             if result.status is Status.PRUNED:
@@ -230,7 +230,7 @@ class Search:
         if outcome.ceiling is not None:  # what it could read at most: the sampler learns that
             report_copy(trial, (outcome.ceiling,))
         if idle and s.guided:
-            self._explore(affordable=outcome.unaffordable)
+            self._explore(affordable=outcome.unaffordable is not None)
         if result.fingerprint is not None and study_attrs.read_fingerprint(self.study) is None:
             study_attrs.write_fingerprint(self.study, result.fingerprint)
         role = records.read_role(trial)

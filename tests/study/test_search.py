@@ -670,6 +670,39 @@ def test_a_new_graph_is_not_started_when_its_compile_cannot_finish_in_what_is_le
     assert clock.now <= 150.0
 
 
+def test_once_no_compile_fits_and_eager_leads_the_sampler_proposes_nothing_compiled(
+    tmp_path: Path,
+) -> None:
+    # Compiling costs 60 s cold and halves the rate; with 120 s, the follow-up that compiles
+    # the leader does not fit. TPE, told nothing by it (FAIL), went on proposing compiled
+    # configs that were not run either (a held-out nn.TransformerEncoder, 2-CPU VM).
+    clock, compiled = FakeClock(), set()
+
+    def script(call: int, request: TrialRequest) -> TrialResult:
+        graph = request.config.graph
+        compile_seconds = 60.0 if graph is not None and graph not in compiled else 0.2
+        if graph is not None:
+            compiled.add(graph)
+        clock.now += compile_seconds + 3.0
+        rate = 100.0 * request.config.batch_size * (0.5 if graph else 1.0)
+        return TrialResult(status=Status.OK, throughput=rate + request.config.num_workers,
+                           compile_seconds=compile_seconds, duration_seconds=compile_seconds + 3.0)
+
+    raw = {"batch_size": {"factors": [1, 2, 4, 8]}, "compile": {"choices": ["none", "default"]},
+           "num_workers": {"choices": [0, 1, 2, 3]}, "amp_dtype": {"choices": ["fp32", "bf16"]}}
+    Search(settings(tmp_path, trials=1000, timeout=120.0, trial_timeout=300.0, seed=3),
+           space_of(raw), Tiny, runner=FakeRunner(script), listener=QuietListener(),
+           clock=clock).run()
+    trials = records_of(tmp_path)
+    skipped = [t.number for t in trials if t.result is not None
+               and t.result.reason.startswith("not run: compiling and running it")]
+    assert len(skipped) == 1, [(t.number, t.role, t.config and t.config.describe(),
+                                t.result and t.result.reason[:40]) for t in trials]
+    later = [t for t in trials if t.number > skipped[0] and t.search and t.config is not None]
+    assert len(later) >= 5 and all(t.config.compile == "none" for t in later
+                                   if t.config is not None)
+
+
 # -- the adapter's own knobs -------------------------------------------------------------------
 
 

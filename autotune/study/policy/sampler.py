@@ -49,12 +49,16 @@ convolutions the others change nothing, and a held-out MLP's best.yaml carried c
 a no-op TPE had proposed (2-CPU VM, 2026-11-26)."""
 
 
-def held(records: Sequence[TrialRecord], values: Callable[[str], Sequence[Any]]
-         ) -> dict[str, Any]:
+def held(records: Sequence[TrialRecord], values: Callable[[str], Sequence[Any]], *,
+         no_compile_fits: bool = False) -> dict[str, Any]:
     """The knobs the sampler holds now, with their values: only knobs the space varies
-    (`values`, `SearchSpace.values`), at a value it holds."""
+    (`values`, `SearchSpace.values`), at a value it holds. `no_compile_fits`: this search found
+    a compile too slow for the time it had left, which only shrinks; while the best runs eager,
+    nothing compiled is proposed (TPE, told nothing by such a config, proposed two more on a
+    held-out nn.TransformerEncoder, 2-CPU VM, 2026-11-27)."""
     hold: dict[str, Any] = {}
-    if model_outpaces_loader(records) or compile_settles_nowhere(records):
+    if model_outpaces_loader(records) or compile_settles_nowhere(records) \
+            or (no_compile_fits and _eager_leads(records)):
         hold["compile"] = "none"
     if no_convolution(records):
         hold.update(NO_CONVOLUTION)
@@ -62,6 +66,13 @@ def held(records: Sequence[TrialRecord], values: Callable[[str], Sequence[Any]]
     if batch is not None:  # the loader makes its own batches: every batch_size measures it
         hold["batch_size"] = batch
     return {k: v for k, v in hold.items() if len(values(k)) > 1 and v in values(k)}
+
+
+def _eager_leads(records: Sequence[TrialRecord]) -> bool:
+    """Whether the fastest ok trial of the search runs its model eager."""
+    best = max((r for r in records if r.ok and r.search and r.config is not None),
+               key=lambda r: r.value or 0.0, default=None)
+    return best is not None and best.config is not None and best.config.compile == "none"
 
 
 def holding(base: optuna.samplers.BaseSampler, hold: Mapping[str, Any]
