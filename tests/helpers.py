@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,7 +47,13 @@ import faulthandler, os, sys
 import torch.distributed as dist
 faulthandler.dump_traceback_later({dump}, exit=True)  # a hang shows where, then ends
 dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+try:
 {body}
+except BaseException:
+    import traceback
+    traceback.print_exc()
+    sys.stderr.flush()
+    os._exit(1)  # a failing check leaves at once too, its traceback printed
 sys.stdout.flush()
 os._exit(0)  # no destroy_process_group: nothing after the checks can hang
 """
@@ -58,8 +65,10 @@ def in_one_gloo_rank(body: str, timeout: float = 120) -> str:
     in the in-process form of this (a one-rank gloo group in the pytest process, never seen
     here): a child process is bounded by `timeout`, prints its stacks if it hangs, and leaves
     without gloo's teardown. A child that hangs is started once more (gloo's, not the code under
-    test's); one that fails, or hangs twice, fails the test with what it printed."""
-    code = ONE_GLOO_RANK.format(dump=max(timeout - 20, 1), body=body)
+    test's, bounded by the dump before `timeout`); one that fails, or hangs twice, fails the
+    test with what it printed."""
+    code = ONE_GLOO_RANK.format(dump=max(timeout - 20, 1),
+                                body=textwrap.indent(textwrap.dedent(body), "    "))
     hung = ""
     for _ in range(2):
         done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,

@@ -54,7 +54,8 @@ def padding_note(shape_range: str, shape_count: int | None,
     """One sentence for best.yaml: the shapes vary, over what, and what padding would allow
     (`batch_size`: the trial's, when known; a first dimension that grew past it is a length.
     `padded`: the distinct shapes the trial's batches leave with every length padded to
-    `multiple`, `TrialResult.shape_count_padded`; else the widest length's sizes bound it)."""
+    `multiple`, `TrialResult.shape_count_padded`; else, for a result recorded before that
+    count, what padding leaves of each length alone)."""
     ranges = parse_ranges(shape_range)
     seen = f", {shape_count} distinct shapes" if shape_count else ""
     if not ranges:
@@ -62,7 +63,8 @@ def padding_note(shape_range: str, shape_count: int | None,
     lengths = [r for r in ranges if is_length(r[0], r[2], batch_size)]
     samples = ("" if len(lengths) == len(ranges) else
                " The number of samples a batch varies too (a sampler batching by length, a last "
-               "partial batch): each batch size is a shape of its own as well.")
+               "partial batch): each batch size is a shape of its own as well" +
+               (", counted among those." if padded is not None else "."))
     if not lengths:
         return (f"Batch shapes vary from batch to batch ({shape_range}{seen}): the number of "
                 "samples a batch varies (a sampler batching by length, a last partial batch), so a "
@@ -71,14 +73,17 @@ def padding_note(shape_range: str, shape_count: int | None,
     names = [r[0] for r in lengths]
     named = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
     if padded is not None:
-        leave = f"{padded} of the {shape_count} shapes seen" if shape_count else f"{padded}"
-        left = padded
-    else:  # recorded before the count: each length padded alone, the product bounds the rest
-        left = math.prod(padded_shapes(r[1], r[2], multiple) for r in lengths)
-        leave = f"at most {left} {'size' if left == 1 else 'sizes'}"
+        shapes = f"{padded} {'shape' if padded == 1 else 'shapes'}"
+        leave = f"{padded} of the {shape_count} shapes seen" if shape_count else shapes
+        pay = f"{padded}"
+    else:  # recorded before that count: lengths that move together or apart are not told
+        left = max(padded_shapes(r[1], r[2], multiple) for r in lengths)
+        leave = f"at most {left} {'size' if left == 1 else 'sizes'}" + (
+            " of each" if len(lengths) > 1 else "")
+        pay = f"{left}" if len(lengths) == 1 else f"at most {left} sizes of each"
     return (f"Batch shapes vary from batch to batch ({shape_range}{seen}): padding "
             f"{named} to a multiple of {multiple} would leave {leave}, so a compile with static "
-            f"shapes or reduce-overhead's one CUDA graph per shape would pay for {left}, not one "
+            f"shapes or reduce-overhead's one CUDA graph per shape would pay for {pay}, not one "
             f"per length.{samples}")
 
 

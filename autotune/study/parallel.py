@@ -148,12 +148,12 @@ class SlotLoop:
             or self._cannot_fit(config, done)
 
     def _cannot_fit(self, config: TrainConfig, done: Sequence[TrialRecord]) -> bool:
-        """Whether `config`'s compile would take as long as one found not to fit before."""
-        if not self.state.unaffordable:
+        """Whether `config`'s compile would take as long as one found not to fit before (a
+        config whose graph was compiled since costs its warm compile, and may fit)."""
+        if not self.state.unaffordable or config.compile == "none":
             return False
         cold = self.objectives[0].cold_compile(config, done)
-        return config in self.state.unaffordable or (
-            cold is not None and cold[0] >= min(self.state.unaffordable.values()))
+        return cold is not None and cold[0] >= min(self.state.unaffordable.values())
 
     def at_held_batch(self, config: TrainConfig, done: Sequence[TrialRecord]) -> TrainConfig:
         """A guided start at the adapter's batch once its loader is seen (in the finished

@@ -181,7 +181,7 @@ class Search:
         done = self.objective.finished()  # read once: the predicate runs for every draw
         best, _ = best_and_baseline(done)
         loader_bound = best is not None and best.verdict is Verdict.INPUT
-        hold = held(done, self.space.values)  # what the sampler holds, exploration holds too
+        hold = held(done, self.space.values, no_compile_fits=bool(self.state.unaffordable))
         fresh = unmeasured(
             self.space, seed=None if self.settings.seed is None else self.settings.seed + self.done(),
             new=lambda c: (self.objective.measured_before(c, done) is None

@@ -29,18 +29,22 @@ def test_padded_shapes_needs_a_range() -> None:
 def test_the_padding_note_names_every_length() -> None:
     note = padding_note("mask[1] 8-9, input_ids[1] 512-1024", 437)
     assert "437 distinct shapes" in note
-    # Each padded alone (1 and 9 sizes): their product bounds the shapes left.
+    # Without the trial's count, each length padded alone (1 and 9 sizes): whether they move
+    # together (a tokenizer's ids and mask) or apart (a seq2seq batch) is not told.
     assert (f"padding mask[1] and input_ids[1] to a multiple of {PAD_MULTIPLE} would leave at "
-            "most 9 sizes") in note
+            "most 9 sizes of each") in note
     # A seq2seq batch (held out, 2-CPU VM, 2026-11-27): source and target lengths vary apart.
     # The note named the source alone: padded as it said, the targets' 10 lengths still vary.
     seq2seq = "input_ids[1] 85-95, attention_mask[1] 85-95, labels[1] 38-47"
     assert ("padding input_ids[1], attention_mask[1] and labels[1] to a multiple of 64 would "
-            "leave at most 1 size,") in padding_note(seq2seq, 18)
+            "leave at most 1 size of each,") in padding_note(seq2seq, 18)
     # The trial's own count, every length padded: exact for the batches it saw.
     exact = padding_note("input_ids[1] 455-512, attention_mask[1] 455-512", 40, padded=2)
     assert ("would leave 2 of the 40 shapes seen, so a compile with static shapes or "
             "reduce-overhead's one CUDA graph per shape would pay for 2,") in exact
+    # The trial's count holds the batch sizes too.
+    both = padding_note("x[0] 13-16, x[1] 20-90", 30, batch_size=16, padded=8)
+    assert "would leave 8 of the 30 shapes seen" in both and "counted among those." in both
 
 
 def test_the_padding_note_pads_a_length_never_the_batch_dimension() -> None:
@@ -60,7 +64,7 @@ def test_the_first_dimension_of_a_tensor_held_per_sample_is_a_length() -> None:
     note = padding_note("[0][*][1] 64-128, [1][*].boxes[0] 1-5", 168)
     assert "number of samples" not in note
     assert (f"padding [0][*][1] and [1][*].boxes[0] to a multiple of {PAD_MULTIPLE} would "
-            "leave at most 2") in note
+            "leave at most 2 sizes of each") in note
 
 
 def test_a_first_dimension_past_the_batch_size_is_a_length() -> None:
