@@ -70,11 +70,10 @@ class LoopState:
     beats: dict[int, ExitStack] = dataclasses.field(default_factory=dict)
     """The heartbeat of each trial asked and not yet told (a server database only)."""
     unaffordable: dict[TrainConfig, float] = dataclasses.field(default_factory=dict)
-    """Configs not started because their compile could not finish in the time left, with the
-    seconds it would have taken (`Outcome.unaffordable`). Told as FAIL, their role is free
-    again, but the time left only shrinks: no guided start that takes as long is offered again
-    (a held-out ViT's follow-up came back after each of 5 explorations, 2-CPU VM,
-    2026-11-27)."""
+    """Configs whose compile could not finish in the time left, with the seconds it would have
+    taken (`Outcome.unaffordable`, `SlotLoop._cannot_fit`). One not started is told as FAIL,
+    its role free again: none is offered as a guided start again (a held-out ViT's follow-up
+    came back after each of 5 explorations, 2-CPU VM, 2026-11-27)."""
 
     @property
     def halted(self) -> bool:
@@ -139,21 +138,29 @@ class SlotLoop:
             beat.close()
         tell(self.study, trial, result, budget_cut=budget_cut, says_nothing=says_nothing)
 
-    def needless(self, config: TrainConfig, done: Sequence[TrialRecord]) -> bool:
+    def needless(self, config: TrainConfig, done: Sequence[TrialRecord],
+                 cut: float | None = None) -> bool:
         """A guided start not worth a trial, by the finished trials `done`: measured before (it
         would copy that result), by what was measured unable to beat the best (`cannot_win`),
-        or found too slow to compile in what was left (`LoopState.unaffordable`)."""
+        or too slow to compile in what is left (`_cannot_fit`)."""
         return self.objectives[0].measured_before(config, done) is not None \
             or cannot_win(config, done) is not None or recompiling(config, done) is not None \
-            or self._cannot_fit(config, done)
+            or self._cannot_fit(config, done, cut)
 
-    def _cannot_fit(self, config: TrainConfig, done: Sequence[TrialRecord]) -> bool:
-        """Whether `config`'s compile would take as long as one found not to fit before (a
-        config whose graph was compiled since costs its warm compile, and may fit)."""
-        if not self.state.unaffordable or config.compile == "none":
-            return False
-        cold = self.objectives[0].cold_compile(config, done)
-        return cold is not None and cold[0] >= min(self.state.unaffordable.values())
+    def _cannot_fit(self, config: TrainConfig, done: Sequence[TrialRecord],
+                    cut: float | None) -> bool:
+        """Whether `config` was found too slow to compile in the time left, or its compile
+        would not finish in `cut`, the time a trial has now when the budget cuts it (as the
+        objective judges; recorded so that the sampler holds eager too). A refused config is
+        not offered again: its estimate falls as shorter trials come in, the time left falls
+        faster (a held-out nn.TransformerEncoder's follow-up came back at 34 s against 37)."""
+        if config in self.state.unaffordable:
+            return True
+        cold = None if cut is None else self.objectives[0].cold_compile(config, done)
+        if cold is not None and cold[0] > cut:
+            self.state.unaffordable[config] = cold[0]
+            return True
+        return False
 
     def at_held_batch(self, config: TrainConfig, done: Sequence[TrialRecord]) -> TrainConfig:
         """A guided start at the adapter's batch once its loader is seen (in the finished
@@ -188,7 +195,7 @@ class SlotLoop:
                     return
                 if self.state.repeats >= CONVERGED_REPEATS:
                     return  # the sampler only proposes measured configs: the space is spent
-                trial, config, twin = self._ask()
+                trial, config, twin = self._ask(limit if limit < s.trial_timeout else None)
                 mine = {j.item.number for j in (*slots.running, *slots.parked)}
                 if slots.twin(config) is not None or twin in mine:
                     # Never one config on two GPUs at once: it waits for the running one.
@@ -198,14 +205,15 @@ class SlotLoop:
             self._start(slots, slot, dataclasses.replace(job, budget_cut=limit < s.trial_timeout),
                         limit, twin=twin, grace=grace)
 
-    def _ask(self) -> tuple[optuna.Trial, TrainConfig, int | None]:
+    def _ask(self, cut: float | None = None) -> tuple[optuna.Trial, TrainConfig, int | None]:
         """The next trial (its heartbeat beating until it is told), its config, and a running
-        trial that measures the same config (of this search or another), if any."""
+        trial that measures the same config (of this search or another), if any. `cut`: the
+        time the trial will have, when the search's budget cuts it."""
         self._step_over()
         with self.lock:  # the next guided start, queued once whichever host feeds it
             done = self.objectives[0].finished()  # read once: feeding enqueues, finishes none
             self.state.ladder.feed(self.study, self.space,
-                                   skip=lambda c: self.needless(c, done),
+                                   skip=lambda c: self.needless(c, done, cut),
                                    project=lambda c: self.at_held_batch(c, done))
         # Guided starts (enqueued) keep their own values.
         hold = held(done, self.space.values, no_compile_fits=bool(self.state.unaffordable))

@@ -674,8 +674,9 @@ def test_once_no_compile_fits_and_eager_leads_the_sampler_proposes_nothing_compi
     tmp_path: Path,
 ) -> None:
     # Compiling costs 60 s cold and halves the rate; with 120 s, the follow-up that compiles
-    # the leader does not fit. TPE, told nothing by it (FAIL), went on proposing compiled
-    # configs that were not run either (a held-out nn.TransformerEncoder, 2-CPU VM).
+    # the leader does not fit. Not run, it came back; TPE, told nothing by it (FAIL), went on
+    # proposing compiled configs not run either (held-out ViT, nn.TransformerEncoder, 2-CPU
+    # VM): 9 such rows here.
     clock, compiled = FakeClock(), set()
 
     def script(call: int, request: TrialRequest) -> TrialResult:
@@ -694,11 +695,12 @@ def test_once_no_compile_fits_and_eager_leads_the_sampler_proposes_nothing_compi
            space_of(raw), Tiny, runner=FakeRunner(script), listener=QuietListener(),
            clock=clock).run()
     trials = records_of(tmp_path)
-    skipped = [t.number for t in trials if t.result is not None
-               and t.result.reason.startswith("not run: compiling and running it")]
-    assert len(skipped) == 1, [(t.number, t.role, t.config and t.config.describe(),
-                                t.result and t.result.reason[:40]) for t in trials]
-    later = [t for t in trials if t.number > skipped[0] and t.search and t.config is not None]
+    # The follow-up compiling the leader is not offered (it would not finish), and TPE, which
+    # a config not run tells nothing, holds compile=none: every trial after the recipe runs.
+    assert not [t for t in trials if t.result is not None and t.result.reason.startswith(
+        "not run: compiling")], [(t.number, t.role, t.result and t.result.reason[:40])
+                                 for t in trials]
+    later = [t for t in trials if t.number > 1 and t.search and t.config is not None]
     assert len(later) >= 5 and all(t.config.compile == "none" for t in later
                                    if t.config is not None)
 
