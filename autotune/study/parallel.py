@@ -149,14 +149,16 @@ class SlotLoop:
 
     def _cannot_fit(self, config: TrainConfig, done: Sequence[TrialRecord],
                     cut: float | None) -> bool:
-        """Whether `config` was found too slow to compile in the time left, or its compile
-        would not finish in `cut`, the time a trial has now when the budget cuts it (as the
-        objective judges; recorded so that the sampler holds eager too). A refused config is
-        not offered again: its estimate falls as shorter trials come in, the time left falls
-        faster (a held-out nn.TransformerEncoder's follow-up came back at 34 s against 37)."""
+        """Whether `config` was found too slow to compile in the time left, or, once one was,
+        its compile would not finish in `cut`, the time a trial has now when the budget cuts it
+        (as the objective judges; the first is left to the objective, whose "not run" row says
+        why nothing more compiles). A refused config is not offered again: its estimate falls
+        as shorter trials come in, the time left faster (a held-out nn.TransformerEncoder's
+        follow-up came back at 34 s against 37)."""
         if config in self.state.unaffordable:
             return True
-        cold = None if cut is None else self.objectives[0].cold_compile(config, done)
+        cold = None if cut is None or not self.state.unaffordable \
+            else self.objectives[0].cold_compile(config, done)
         if cold is not None and cold[0] > cut:
             self.state.unaffordable[config] = cold[0]
             return True
