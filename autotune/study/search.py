@@ -22,23 +22,21 @@ from autotune.adapter import Adapter
 from autotune.contract.config import TrainConfig
 from autotune.contract.errors import ContractError
 from autotune.contract.host import available_cpus
-from autotune.contract.request import known_incompatible
-from autotune.contract.result import Status, Verdict
+from autotune.contract.result import Status
 from autotune.study.confirmation.phase import ConfirmPhase
 from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
 from autotune.study.execution.protocol import Runner
 from autotune.study.execution.slots import GangRunner, Job
-from autotune.study.policy.eager import cannot_win, compiled_dtypes, gains_of, recompiling
-from autotune.study.policy.sampler import held
+from autotune.study.policy.eager import compiled_dtypes, gains_of
 from autotune.study.policy.scan import DtypeStage
 from autotune.study.policy.one_shape import OneShapeStage
+from autotune.study.explore import exploration
 from autotune.study.interrupts import Interrupted, on_signals
 from autotune.study.objective import Objective, Outcome
 from autotune.study.opening import open_study
 from autotune.study.parallel import LoopState, SlotLoop, TrialSlots
 from autotune.study.policy.pruning import report_copy
-from autotune.study.policy.starts import EXPLORE, diagnosed_recipe, follow_ups, initial_starts, \
-    unmeasured
+from autotune.study.policy.starts import EXPLORE, diagnosed_recipe, follow_ups, initial_starts
 from autotune.study.settings import SearchListener, SearchSettings
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store import records, study_attrs
@@ -171,29 +169,12 @@ class Search:
         self.state.stopped = True
 
     def _explore(self, *, affordable: bool = False) -> None:
-        """After a copy or a config implied slow, queue a random config not measured yet nor
-        implied slow, so that the budget buys new configurations (the sampler, converged on a
-        small space, proposes what it measured);
-        after a config too slow to start in what is left, one whose graph is compiled already
-        (`affordable`) or that compiles nothing. While the best is input-bound, nothing
-        compiled: its loader is the limit, which no compile of the model moves (the quick
-        start spent 18 s of 140 compiling a random config at 5.0k against the best's 8.1k)."""
-        done = self.objective.finished()  # read once: the predicate runs for every draw
-        best, _ = best_and_baseline(done)
-        loader_bound = best is not None and best.verdict is Verdict.INPUT
-        hold = held(done, self.space.values, no_compile_fits=bool(self.state.unaffordable))
-        fresh = unmeasured(
-            self.space, seed=None if self.settings.seed is None else self.settings.seed + self.done(),
-            new=lambda c: (self.objective.measured_before(c, done) is None
-                           and self.objective.memory_wall(c, done) is None
-                           and self.objective.overhead_ceiling(c, done) is None
-                           and cannot_win(c, done) is None
-                           and recompiling(c, done) is None
-                           and all(getattr(c, k) == v for k, v in hold.items())
-                           and known_incompatible(c, self.settings.device) is None
-                           and not (affordable and self.objective.cold_compile(c, done) is not None)
-                           and not (loader_bound and c.compile != "none")
-                           and all(c != p for _, p in self.state.ladder.pending)))
+        """Queue an exploration (`explore.exploration`) after a copy, a config implied slow,
+        or one too slow to start in what is left (`affordable`)."""
+        s = self.settings
+        fresh = exploration(self.objective, self.space, self.state.ladder, device=s.device,
+                            seed=None if s.seed is None else s.seed + self.done(),
+                            affordable=affordable, no_compile_fits=bool(self.state.unaffordable))
         if fresh is not None:
             self.state.ladder.add([(f"{EXPLORE}: {fresh.describe()}", fresh)], new_best=False)
 
