@@ -14,7 +14,7 @@ from typing import Any
 import optuna
 import pytest
 import yaml
-from helpers import FakeClock, FakeRunner, csv_rows, ok_by_batch_size
+from helpers import FakeClock, FakeRunner, Script, csv_rows, ok_by_batch_size
 from optuna.trial import TrialState
 
 from autotune import (Adapter, Diagnosis, InputError, MeasureSettings, Status, TrainConfig,
@@ -629,6 +629,26 @@ def test_the_recipe_of_a_continued_study_follows_its_baseline(tmp_path: Path) ->
     assert recipe.config is not None and recipe.config.batch_size == 64
 
 
+def compiling(clock: FakeClock, compiled: set[Any], started: list[tuple[bool, float]], *,
+              cold: float, warm: float, rest: float, gain: float) -> Script:
+    """A scripted trial: a graph compiles `cold` seconds the first time and `warm` after (the
+    persistent cache), an eager step 0.2 s; every trial `rest` seconds more on `clock`. A
+    compiled config runs `gain` x its eager rate. Each start goes into `started` (cold?, when)
+    and each graph into `compiled`."""
+    def script(call: int, request: TrialRequest) -> TrialResult:
+        graph = request.config.graph
+        new = graph is not None and graph not in compiled
+        compile_seconds = cold if new else (warm if graph else 0.2)
+        started.append((new, clock.now))
+        if graph is not None:
+            compiled.add(graph)
+        clock.now += compile_seconds + rest
+        rate = 100.0 * request.config.batch_size * (gain if graph else 1.0)
+        return TrialResult(status=Status.OK, throughput=rate + request.config.num_workers,
+                           compile_seconds=compile_seconds, duration_seconds=compile_seconds + rest)
+    return script
+
+
 def test_a_new_graph_is_not_started_when_its_compile_cannot_finish_in_what_is_left(
     tmp_path: Path,
 ) -> None:
@@ -636,19 +656,7 @@ def test_a_new_graph_is_not_started_when_its_compile_cannot_finish_in_what_is_le
     # trial 6 s more. With 150 s, the ladder climbs batch sizes until a climb's cold compile
     # no longer fits: that one is not started, a config whose graph is compiled runs instead.
     clock, compiled, started = FakeClock(), set(), []
-
-    def script(call: int, request: TrialRequest) -> TrialResult:
-        graph = request.config.graph
-        cold = graph is not None and graph not in compiled
-        compile_seconds = 30.0 if cold else (1.0 if graph else 0.2)
-        started.append((cold, clock.now))
-        if graph is not None:
-            compiled.add(graph)
-        clock.now += compile_seconds + 6.0
-        rate = 100.0 * request.config.batch_size * (1.5 if graph else 1.0)
-        return TrialResult(status=Status.OK, throughput=rate + request.config.num_workers,
-                           compile_seconds=compile_seconds, duration_seconds=compile_seconds + 6.0)
-
+    script = compiling(clock, compiled, started, cold=30.0, warm=1.0, rest=6.0, gain=1.5)
     raw = {"batch_size": {"factors": [1, 2, 4, 8]}, "compile": {"choices": ["none", "default"]},
            "num_workers": {"choices": [0, 1, 2, 3]}}
     runner = FakeRunner(script)
@@ -677,18 +685,8 @@ def test_once_no_compile_fits_and_eager_leads_the_sampler_proposes_nothing_compi
     # the leader does not fit. Not run, it came back; TPE, told nothing by it (FAIL), went on
     # proposing compiled configs not run either (held-out ViT, nn.TransformerEncoder, 2-CPU
     # VM): 9 such rows here.
-    clock, compiled = FakeClock(), set()
-
-    def script(call: int, request: TrialRequest) -> TrialResult:
-        graph = request.config.graph
-        compile_seconds = 60.0 if graph is not None and graph not in compiled else 0.2
-        if graph is not None:
-            compiled.add(graph)
-        clock.now += compile_seconds + 3.0
-        rate = 100.0 * request.config.batch_size * (0.5 if graph else 1.0)
-        return TrialResult(status=Status.OK, throughput=rate + request.config.num_workers,
-                           compile_seconds=compile_seconds, duration_seconds=compile_seconds + 3.0)
-
+    clock = FakeClock()
+    script = compiling(clock, set(), [], cold=60.0, warm=0.2, rest=3.0, gain=0.5)
     raw = {"batch_size": {"factors": [1, 2, 4, 8]}, "compile": {"choices": ["none", "default"]},
            "num_workers": {"choices": [0, 1, 2, 3]}, "amp_dtype": {"choices": ["fp32", "bf16"]}}
     Search(settings(tmp_path, trials=1000, timeout=120.0, trial_timeout=300.0, seed=3),
