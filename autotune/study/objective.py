@@ -130,8 +130,8 @@ class Objective:
                 f"compile={config.compile} ({human(by.rate)}/s): a launch-bound step takes as "
                 f"long at a smaller batch"))
         if budget_cut:
-            cold = self.cold_compile(config)
-            if cold is not None and cold[0] > limit:
+            cold = self.too_slow_to_compile(config, limit)
+            if cold is not None:
                 # It would be cut while compiling, a timeout that says nothing about the config.
                 return Outcome(unaffordable=cold[0], result=TrialResult(
                     status=Status.TIMEOUT, ran=False, reason=f"not run: compiling and running it would "
@@ -149,6 +149,14 @@ class Objective:
         diagnosis only, so one slower than the best skips it (1.5-12 s on an H100)."""
         best = max((r.value for r in self.finished() if r.ok and r.value), default=None)
         return None if best is None else DIAGNOSE_FROM * best
+
+    def too_slow_to_compile(self, config: TrainConfig, limit: float,
+                            finished: Sequence[TrialRecord] | None = None
+                            ) -> tuple[float, int] | None:
+        """`cold_compile`'s estimate when it is more than `limit`, the seconds a trial has:
+        started, it would be cut while compiling. Else None."""
+        cold = self.cold_compile(config, finished)
+        return cold if cold is not None and cold[0] > limit else None
 
     def cold_compile(self, config: TrainConfig, finished: Sequence[TrialRecord] | None = None
                      ) -> tuple[float, int] | None:

@@ -158,8 +158,8 @@ class SlotLoop:
         if config in self.state.unaffordable:
             return True
         cold = None if cut is None or not self.state.unaffordable \
-            else self.objectives[0].cold_compile(config, done)
-        if cold is not None and cold[0] > cut:
+            else self.objectives[0].too_slow_to_compile(config, cut, done)
+        if cold is not None:
             self.state.unaffordable[config] = cold[0]
             return True
         return False

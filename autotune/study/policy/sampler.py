@@ -69,10 +69,9 @@ def held(records: Sequence[TrialRecord], values: Callable[[str], Sequence[Any]],
 
 
 def _eager_leads(records: Sequence[TrialRecord]) -> bool:
-    """Whether the fastest ok trial of the search runs its model eager."""
-    best = max((r for r in records if r.ok and r.search and r.config is not None),
-               key=lambda r: r.value or 0.0, default=None)
-    return best is not None and best.config is not None and best.config.compile == "none"
+    """Whether the fastest trial so far (as `model_outpaces_loader` reads it) runs eager."""
+    best = max(_measured(records), key=lambda r: r.rate, default=None)
+    return best is not None and best.config.compile == "none"
 
 
 def holding(base: optuna.samplers.BaseSampler, hold: Mapping[str, Any]
