@@ -92,7 +92,26 @@ def decision_note(winner: Winner) -> str:
                 "config whose search rate says it may be faster")
     if d.verdict == "too few runs":
         return f"ahead, but the budget allowed {d.runs} fresh run(s) of it"
-    return "the only config whose fresh runs were ok"
+    return _only_one_note(winner)
+
+
+def _only_one_note(winner: Winner) -> str:
+    """Why no other config was compared: each failed its fresh runs, or gave way unrun to the
+    winner's runs (a held-out GNN on a 2-CPU VM, 2026-11-27: a compiled contender's run could
+    not fit the 30 s left, and "the only config whose fresh runs were ok" read as a failure)."""
+    others = [c for c in winner.confirmation or () if c.trial != winner.record.number]
+    unrun = [c.trial for c in others if not c.statuses]
+    failed = [c.trial for c in others if c.statuses]
+    parts = []
+    if unrun:
+        parts.append(f"{_trials(unrun)} got no fresh run: the time left went to this one's")
+    if failed:
+        parts.append(f"the fresh runs of {_trials(failed)} failed")
+    return "; ".join(parts) or "the only config run again"
+
+
+def _trials(numbers: list[int]) -> str:
+    return ("trial " if len(numbers) == 1 else "trials ") + ", ".join(map(str, numbers))
 
 
 def winner_phrases(winner: Winner) -> tuple[str, str]:

@@ -219,6 +219,24 @@ def test_a_clear_lead_whose_own_runs_scatter_is_low_confidence() -> None:
     assert "own runs" not in decision_note(winner)
 
 
+def test_a_lone_confirmed_config_says_why_the_others_were_not_compared() -> None:
+    # A held-out GNN (2-CPU VM, 2026-11-27): the compiled contender gave way, unrun, to the
+    # baseline's runs, and the note said "the only config whose fresh runs were ok".
+    recs = [run(0, baseline=True), run(1, batch_size=16), run(4, batch_size=32)]
+    unrun = ConfirmationEntry(trial=1, baseline=False, search_throughput=150.0, throughputs=(),
+                              median=None, spread=None, statuses=())
+    failed_runs = dataclasses.replace(unrun, trial=4, statuses=("oom",))
+    winner = pick_winner(recs, [runs(0, 154.0, 180.0, 180.0, baseline=True), unrun])
+    assert winner is not None and winner.decision is not None
+    assert winner.decision.verdict == "only one config confirmed"
+    assert decision_note(winner) == ("trial 1 got no fresh run: the time left went to this "
+                                     "one's")
+    winner = pick_winner(recs, [runs(0, 154.0, 180.0, baseline=True), unrun, failed_runs])
+    assert winner is not None
+    assert decision_note(winner) == ("trial 1 got no fresh run: the time left went to this "
+                                     "one's; the fresh runs of trial 4 failed")
+
+
 def test_one_fresh_run_is_too_few_for_high_confidence() -> None:
     recs = [run(0, baseline=True), run(2, batch_size=32)]
     winner = pick_winner(recs, [runs(2, 300.0, search=310.0),
