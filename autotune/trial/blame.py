@@ -53,10 +53,24 @@ def check_loss(loss: Any) -> None:
         raise TypeError(
             f"adapter.loss must return a scalar tensor, got {type(loss).__name__}"
             + (f" of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else "")
+            + _where_the_loss_is(loss)
         )
     if not loss.requires_grad:
         raise TypeError("adapter.loss returned a tensor that does not require grad: compute "
                         "it from the model's output, outside torch.no_grad()")
+
+
+def _where_the_loss_is(output: Any) -> str:
+    """A hint for the usual slip, returning the model's whole output (a transformers
+    `ModelOutput`, a dict or a dataclass) instead of its loss."""
+    inner = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+    if isinstance(inner, torch.Tensor) and inner.numel() == 1:
+        how = '["loss"]' if isinstance(output, dict) and not hasattr(output, "loss") else ".loss"
+        return f" holding a scalar loss: return its {how}"
+    if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor) \
+            and output[0].numel() == 1:
+        return " whose first item is a scalar tensor: return that item, if it is the loss"
+    return ""
 
 
 def _from_compiler(exc: BaseException) -> bool:
