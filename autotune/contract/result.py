@@ -162,6 +162,9 @@ class TrialResult:
     rising_windows: int | None = None
     """Early timed windows dropped because the rate was still climbing when the measuring
     budget or the window count's cap ended them (`trial.trend`): a warm-up that went on."""
+    new_shape_windows: int | None = None
+    """Timed windows set apart, and timed again, because a batch shape ran there for the first
+    time: a one-off cost a long run pays once per shape (`trial.window.one_off_shapes`)."""
     peak_allocated_mb: float | None = None
     """Peak device memory in live tensors (CUDA only)."""
     peak_reserved_mb: float | None = None

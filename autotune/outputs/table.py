@@ -26,7 +26,8 @@ KNOB_COLUMNS = tuple(spec.name for spec in KNOBS)
 PARAM_PREFIX = "params."
 """The adapter's own knobs have a column each after the tool's: `params.NAME`, as in best.yaml."""
 MEASURES = (
-    "throughput", "unit", "speedup", "spread", "converged", "rising_windows", "step_seconds",
+    "throughput", "unit", "speedup", "spread", "converged", "rising_windows",
+    "new_shape_windows", "step_seconds",
     "compile_seconds", "warmup_seconds", "data_wait_fraction", "peak_allocated_mb", "peak_reserved_mb",
     "peak_rss_mb", "duration_seconds", "fixed_seconds", "compile_cache_hits",
     "recompiles", "recompile_seconds", "dynamic_shapes", "shapes_vary", "shape_range",

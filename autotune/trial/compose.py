@@ -7,7 +7,7 @@ import math
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence, Sized
+from collections.abc import Callable, Iterator, Sized
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -198,8 +198,7 @@ class TrainStep:
             raise
 
     def __call__(self) -> StepResult:
-        items = 0
-        wait = 0.0
+        items, wait, new = 0, 0.0, False  # new: a batch whose shapes no step ran before
         accum = self.config.grad_accum
         for i in range(accum):
             # Data wait is the time blocked on the DataLoader. The copy is left out of it: a
@@ -208,12 +207,13 @@ class TrainStep:
                 t0 = self.clock()
                 batch, n = self.next_batch()
                 wait += self.clock() - t0
+            new = self.shapes.run_last() or new
             with self.region("host-to-device"):
                 batch = self.to_device(batch, non_blocking=self.config.pin_memory)
             items += n
             self._micro_step(batch, accum, last=i == accum - 1)
         self.optimizer_step()
-        return StepResult(items=items, data_wait=wait)
+        return StepResult(items=items, data_wait=wait, new_shape=new)
 
     def to_device(self, batch: Any, *, non_blocking: bool) -> Any:
         """A CPU batch on the device, its 4-D floating tensors in the config's memory format."""

@@ -11,7 +11,6 @@ within the tolerance or the budget ends. Clock and synchronization are injected 
 from __future__ import annotations
 
 import dataclasses
-import math
 import statistics
 import time
 from collections.abc import Callable
@@ -19,8 +18,8 @@ from collections.abc import Callable
 from autotune.contract.request import MeasureSettings
 from autotune.contract.stats import median_uncertainty, relative_spread
 from autotune.trial.trend import EXTEND, still_rising
-from autotune.trial.warmup import (RECOMPILE_SECONDS, Gather, Skip, Step, StepResult, WarmUp,
-                                   warm_up)
+from autotune.trial.warmup import RECOMPILE_SECONDS, Gather, Skip, Step, StepResult, warm_up
+from autotune.trial.window import Window, WindowPlan, one_off_shapes, plan_windows, time_window
 
 __all__ = ["Measurement", "MeasureSettings", "NonFiniteLoss", "StepResult", "Window", "measure",
            "relative_spread"]
@@ -34,18 +33,6 @@ recompiled once 45 steps in, and the one window around it read 845 tokens/s agai
 
 class NonFiniteLoss(Exception):
     """The loss became NaN or infinite: the configuration is broken, not fast."""
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Window:
-    steps: int
-    items: int
-    seconds: float
-    data_wait: float
-
-    @property
-    def throughput(self) -> float:
-        return self.items / self.seconds
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -65,6 +52,9 @@ class Measurement:
     """Windows timed again because Dynamo compiled inside them (`MAX_RECOMPILED_WINDOWS`)."""
     rising_windows: int = 0
     """Windows dropped because the rate still climbed when the budget ended (`trend`)."""
+    new_shape_windows: int = 0
+    """Windows set apart because a batch shape ran for the first time in them (a one-off
+    cost, `window.one_off_shapes`), and timed again."""
 
     @property
     def throughput(self) -> float:
@@ -158,10 +148,10 @@ def measure(
     warmup_seconds = clock() - start
     until = stop_at() if callable(stop_at) else stop_at
 
-    plan = _plan_windows(warm, s, gathered=gather is not None)
+    plan = plan_windows(warm, s, gathered=gather is not None)
     if on_timed_start is not None:
         on_timed_start()
-    windows, dropped, converged, rising = _timed_windows(
+    windows, dropped, converged, rising, first_seen = _timed_windows(
         step, plan, s, sync=sync, clock=clock, finite=finite, gather=gather, on_window=on_window,
         until=until, compiled_seconds=compiled_seconds)
     return Measurement(
@@ -175,6 +165,7 @@ def measure(
         agree=s.agree,
         recompiled_windows=dropped,
         rising_windows=rising,
+        new_shape_windows=first_seen,
     )
 
 
@@ -187,22 +178,25 @@ def _agreed(window: Window, elapsed: float, gather: Gather) -> tuple[Window, flo
                   data_wait=statistics.fmean(waits)), max(elapsed_all)
 
 
-def _timed_windows(step: Step, plan: _WindowPlan, s: MeasureSettings, *,
+def _timed_windows(step: Step, plan: WindowPlan, s: MeasureSettings, *,
                    sync: Callable[[], None], clock: Callable[[], float],
                    finite: Callable[[], bool], gather: Gather | None,
                    on_window: Callable[[Window], None] | None, until: float | None,
                    compiled_seconds: Callable[[], float | None] | None
-                   ) -> tuple[list[Window], int, bool, int]:
+                   ) -> tuple[list[Window], int, bool, int, int]:
     """Timed windows until their median is known to the tolerance, the budget ends, or another
     would end past `until`: the windows, how many recompiled ones were dropped, whether they
-    converged, and how many were dropped as still rising (`measure` says what each argument is)."""
+    converged, how many were dropped as still rising, and how many were set apart for a shape
+    run there first (`measure` says what each argument is). Shapes first seen are set apart
+    only while the budget lasts: past it, every window counts."""
     windows: list[Window] = []
     dropped: list[Window] = []
+    first_seen: list[Window] = []
     converged, rising, budget = False, 0, s.budget_seconds
     timed_start = clock()
     while True:
         before = compiled_seconds() if compiled_seconds is not None else None
-        window = _window(step, plan, sync, clock)
+        window = time_window(step, plan, sync, clock)
         after = compiled_seconds() if compiled_seconds is not None else None
         recompiled = (before is not None and after is not None
                       and after - before > RECOMPILE_SECONDS)
@@ -211,6 +205,9 @@ def _timed_windows(step: Step, plan: _WindowPlan, s: MeasureSettings, *,
             window, elapsed = _agreed(window, elapsed, gather)
         if recompiled and gather is None and len(dropped) < MAX_RECOMPILED_WINDOWS:
             dropped.append(window)  # not reported either: the pruner would read a compile
+        elif gather is None and elapsed < budget \
+                and one_off_shapes(window, [*windows, *dropped, *first_seen, window]):
+            first_seen.append(window)  # nor this: a one-off cost of the shape
         else:
             windows.append(window)
             if on_window is not None:
@@ -234,65 +231,6 @@ def _timed_windows(step: Step, plan: _WindowPlan, s: MeasureSettings, *,
         usual = windows[-1].seconds if windows else window.seconds
         if gather is None and until is not None and clock() + usual >= until:
             break  # another window would end past it: unconverged, but measured, not killed
-    if not windows:  # only recompiled windows fitted: they are what was measured
-        windows, dropped = dropped, []
-    return windows, len(dropped), converged, rising
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class _WindowPlan:
-    """How long each timed window is."""
-
-    steps: int
-    """Steps per window."""
-    min_steps: int
-    """Steps a window always runs, even past `max_seconds`."""
-    max_seconds: float
-    """Host seconds after which a window ends early (never before `min_steps`)."""
-
-
-def _plan_windows(warm: WarmUp, s: MeasureSettings, *, gathered: bool) -> _WindowPlan:
-    """Window lengths from the warm-up's steady step (`gathered`: DDP ranks measure as one)."""
-    # At least 3 rounds of all workers: an input-bound loader delivers whole batches in bursts,
-    # and a shorter window reads noise (design rule; 2x spread seen with 15 workers, 10 steps).
-    # Not when the step never waited while warm-up drained the loader's queue: its batches were
-    # there, bursts or not (GPT-2 on an H100 with 8 workers: 24-step windows, 11 s instead of 3).
-    # Size windows by wall time per step (data wait included): an input-bound step sized by its
-    # compute time alone would run into the 2x cap every window.
-    wall = warm.step_wall
-    # A step as long as a window is a window: the fewest-steps rule is for short steps' jitter
-    # (GPT-2 fp32 on an H100, 1.28-s steps: 3 windows of 3 steps agreed within 0.1%).
-    rounds = 1 if wall >= s.window_seconds else s.min_window_steps
-    if not warm.kept_up:
-        rounds = max(rounds, math.ceil(3 * s.num_workers / s.grad_accum))
-    per_window = max(rounds, math.ceil(s.window_seconds / max(wall, 1e-9)))
-    cycle = 0 if gathered else s.epoch_steps  # ranks' shards may differ: they plan alike
-    if cycle and cycle <= 2 * per_window:
-        # A short epoch's end is a cost that recurs every `cycle` steps: the sampler's new pass
-        # and the workers' queue filling again while the step waits (augment.py on 2 CPUs: the
-        # epoch's first of 16 steps took 69 ms, the others 18-42). Windows of 2.5 epochs hold 2
-        # or 3 of them (28-43 steps spread 2.2-2.5% sd, 32 and 48 1.4% and 1.0%); whole epochs
-        # hold as many ends each; at most 2x the window planned.
-        per_window = rounds = math.ceil(per_window / cycle) * cycle
-    # Across ranks a window is not cut short by one rank's clock: all must run its steps.
-    max_seconds = math.inf if gathered else 2 * s.window_seconds
-    return _WindowPlan(steps=per_window, min_steps=rounds, max_seconds=max_seconds)
-
-
-def _window(step: Step, plan: _WindowPlan, sync: Callable[[], None],
-            clock: Callable[[], float]) -> Window:
-    """`plan.steps` steps between two synchronizations, ended early (never before its
-    `min_steps`) once the host has spent its `max_seconds`, so that a slowdown cannot stretch
-    one window over the budget."""
-    sync()
-    t0 = clock()
-    items = 0
-    wait = 0.0
-    steps = 0
-    while steps < plan.steps and (steps < plan.min_steps or clock() - t0 < plan.max_seconds):
-        result = step()
-        items += result.items
-        wait += result.data_wait
-        steps += 1
-    sync()
-    return Window(steps=steps, items=items, seconds=clock() - t0, data_wait=wait)
+    if not windows:  # only windows set apart fitted: they are what was measured
+        windows, dropped, first_seen = dropped + first_seen, [], []
+    return windows, len(dropped), converged, rising, len(first_seen)

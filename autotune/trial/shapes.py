@@ -105,11 +105,14 @@ class ShapeLog:
         self._ranks: dict[str, int] = {}
         self.amounts = BatchSizes()
         """Items and tensor elements per batch, over every batch added with its items."""
+        self.last: Signature | None = None
+        self._ran: set[Signature] = set()
 
     def add(self, sig: Signature, *, items: int | None = None) -> None:
         """A batch's signature (and its item count, `Adapter.items`, when known)."""
         if items is not None:
             self.amounts.add(items, sig)
+        self.last = sig
         if self.first is None:
             self.first = sig
         if sig in self.seen:
@@ -120,6 +123,14 @@ class ShapeLog:
             for dim, size in enumerate(shape):
                 low, high = self._sizes.get((path, dim), (size, size))
                 self._sizes[(path, dim)] = (min(low, size), max(high, size))
+
+    def run_last(self) -> bool:
+        """Note that a step runs the batch added last; whether no step ran its shapes before
+        (a batch pulled and dropped unrun, `TrainStep.skip_queued`, does not count)."""
+        if self.last is None or self.last in self._ran:
+            return False
+        self._ran.add(self.last)
+        return True
 
     @property
     def vary(self) -> bool:

@@ -69,6 +69,8 @@ class StepResult:
     """Units (samples, tokens, ...) processed."""
     data_wait: float
     """Seconds blocked waiting for the DataLoader's next batch."""
+    new_shape: bool = False
+    """Whether a batch of it had shapes no earlier step ran (`window.one_off_shapes`)."""
 
 
 class Step(Protocol):

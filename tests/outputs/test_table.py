@@ -206,9 +206,11 @@ def test_the_winner_row_is_the_confirmed_winners_record() -> None:
 def test_recompiles_and_shapes_go_into_the_csv() -> None:
     t = ok(0, 100.0, baseline=True, fields={
         "recompiles": 2, "recompile_seconds": 3.5, "dynamic_shapes": True, "shapes_vary": True,
-        "shape_range": "input_ids[1] 512-1024", "shape_count": 437, "rising_windows": 5})
+        "shape_range": "input_ids[1] 512-1024", "shape_count": 437, "rising_windows": 5,
+        "new_shape_windows": 3})
     row = next(csv.DictReader(io.StringIO(rows_to_csv(trial_rows([t], 100.0)))))
     assert row["recompiles"] == "2" and row["recompile_seconds"] == "3.5"
     assert row["dynamic_shapes"] == "True" and row["shapes_vary"] == "True"
     assert row["shape_range"] == "input_ids[1] 512-1024" and row["shape_count"] == "437"
     assert row["rising_windows"] == "5"  # windows dropped as a warm-up still climbing
+    assert row["new_shape_windows"] == "3"  # windows set apart for a shape's first run

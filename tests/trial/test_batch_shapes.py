@@ -149,3 +149,14 @@ def test_lengths_of_a_list_held_per_sample_are_padded_as_one() -> None:
     log.add(signature(detection_batch([128, 64, 64, 96], [5, 1, 2, 2])))
     assert log.count == 2 and log.padded_count(64) == 2  # one image of 128 pixels in the second
     assert log.padded_count(256) == 1
+
+
+def test_a_shape_is_new_to_the_step_the_first_time_a_step_runs_it() -> None:
+    log = ShapeLog()
+    ran = []
+    for length, runs in ((512, True), (600, False), (512, True), (600, True), (600, True)):
+        log.add(signature(padded(length)))
+        if runs:  # a batch pulled and dropped unrun (skip_queued) leaves its shape new
+            ran.append(log.run_last())
+    assert ran == [True, False, True, False]
+    assert ShapeLog().run_last() is False  # nothing added yet

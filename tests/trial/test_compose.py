@@ -159,6 +159,11 @@ def test_a_step_is_grad_accum_micro_batches(tiny_step: Any) -> None:
     assert all(p.grad is None for p in step.model.parameters())  # zeroed after the step
 
 
+def test_a_step_says_when_it_ran_a_batch_shape_for_the_first_time(tiny_step: Any) -> None:
+    step = tiny_step(TrainConfig(batch_size=8, grad_accum=2))
+    assert [step().new_shape for _ in range(3)] == [True, False, False]  # one shape throughout
+
+
 def test_the_loader_is_built_from_the_loader_knobs(tiny_step: Any) -> None:
     step = tiny_step(TrainConfig(batch_size=16, num_workers=1, prefetch_factor=3))
     assert step.loader.batch_size == 16 and step.loader.num_workers == 1

@@ -1,0 +1,106 @@
+"""One timed window of a training step: how many steps it runs (`plan_windows`), timing it
+between two synchronizations (`time_window`), and whether a window that ran a batch shape for
+the first time holds a one-off cost to set apart (`one_off_shapes`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+
+from autotune.contract.request import MeasureSettings
+from autotune.trial.warmup import Step, WarmUp
+
+__all__ = ["NEW_SHAPES_STEADY", "Window", "WindowPlan", "one_off_shapes", "plan_windows",
+           "time_window"]
+
+NEW_SHAPES_STEADY = 0.5
+"""Share of timed steps whose batch shape ran for the first time, from which first-seen shapes
+are the step's steady state (every batch new: a graph net's node counts) rather than one-off
+costs that a long run pays once per shape (BERT's ~80 padded lengths)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Window:
+    steps: int
+    items: int
+    seconds: float
+    data_wait: float
+    new_shapes: int = 0
+    """Steps in it whose batch shapes the step had not run before."""
+
+    @property
+    def throughput(self) -> float:
+        return self.items / self.seconds
+
+
+def one_off_shapes(window: Window, timed: Sequence[Window]) -> bool:
+    """Whether `window` ran a shape for the first time while first-seen shapes are rare among
+    the steps timed so far (`timed`, this window included). A first run of a shape can cost far
+    more than the next: eager BERT-base in bf16 on an H100 took a median 0.16 s on a padded
+    length it had not run and 0.064 s on one it had (cuDNN's attention plans are built per
+    shape; 2026-11-27), and the search's 4-step windows read 49k-139k tokens/s. A long run pays
+    that once per length, so such a window is set apart like a recompiled one."""
+    steps = sum(w.steps for w in timed)
+    new = sum(w.new_shapes for w in timed)
+    return window.new_shapes > 0 and steps > 0 and new < NEW_SHAPES_STEADY * steps
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WindowPlan:
+    """How long each timed window is."""
+
+    steps: int
+    """Steps per window."""
+    min_steps: int
+    """Steps a window always runs, even past `max_seconds`."""
+    max_seconds: float
+    """Host seconds after which a window ends early (never before `min_steps`)."""
+
+
+def plan_windows(warm: WarmUp, s: MeasureSettings, *, gathered: bool) -> WindowPlan:
+    """Window lengths from the warm-up's steady step (`gathered`: DDP ranks measure as one)."""
+    # At least 3 rounds of all workers: an input-bound loader delivers whole batches in bursts,
+    # and a shorter window reads noise (design rule; 2x spread seen with 15 workers, 10 steps).
+    # Not when the step never waited while warm-up drained the loader's queue: its batches were
+    # there, bursts or not (GPT-2 on an H100 with 8 workers: 24-step windows, 11 s instead of 3).
+    # Size windows by wall time per step (data wait included): an input-bound step sized by its
+    # compute time alone would run into the 2x cap every window.
+    wall = warm.step_wall
+    # A step as long as a window is a window: the fewest-steps rule is for short steps' jitter
+    # (GPT-2 fp32 on an H100, 1.28-s steps: 3 windows of 3 steps agreed within 0.1%).
+    rounds = 1 if wall >= s.window_seconds else s.min_window_steps
+    if not warm.kept_up:
+        rounds = max(rounds, math.ceil(3 * s.num_workers / s.grad_accum))
+    per_window = max(rounds, math.ceil(s.window_seconds / max(wall, 1e-9)))
+    cycle = 0 if gathered else s.epoch_steps  # ranks' shards may differ: they plan alike
+    if cycle and cycle <= 2 * per_window:
+        # A short epoch's end is a cost that recurs every `cycle` steps: the sampler's new pass
+        # and the workers' queue filling again while the step waits (augment.py on 2 CPUs: the
+        # epoch's first of 16 steps took 69 ms, the others 18-42). Windows of 2.5 epochs hold 2
+        # or 3 of them (28-43 steps spread 2.2-2.5% sd, 32 and 48 1.4% and 1.0%); whole epochs
+        # hold as many ends each; at most 2x the window planned.
+        per_window = rounds = math.ceil(per_window / cycle) * cycle
+    # Across ranks a window is not cut short by one rank's clock: all must run its steps.
+    max_seconds = math.inf if gathered else 2 * s.window_seconds
+    return WindowPlan(steps=per_window, min_steps=rounds, max_seconds=max_seconds)
+
+
+def time_window(step: Step, plan: WindowPlan, sync: Callable[[], None],
+                clock: Callable[[], float]) -> Window:
+    """`plan.steps` steps between two synchronizations, ended early (never before its
+    `min_steps`) once the host has spent its `max_seconds`, so that a slowdown cannot stretch
+    one window over the budget."""
+    sync()
+    t0 = clock()
+    items = steps = new_shapes = 0
+    wait = 0.0
+    while steps < plan.steps and (steps < plan.min_steps or clock() - t0 < plan.max_seconds):
+        result = step()
+        items += result.items
+        wait += result.data_wait
+        new_shapes += result.new_shape
+        steps += 1
+    sync()
+    return Window(steps=steps, items=items, seconds=clock() - t0, data_wait=wait,
+                  new_shapes=new_shapes)
