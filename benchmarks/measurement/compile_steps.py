@@ -6,7 +6,10 @@ killed "still warming up" with a compile, this shows which steps compiled and fo
     python benchmarks/measurement/compile_steps.py --adapter adapters/hf_bert.py \
         --compile default --dynamic --dtype bf16 --steps 12 [--mark]
 
-Prints one line per step (steps after --every are summarized every --every steps).
+Prints one line per step (steps after --every are summarized every --every steps), then the
+median step of batches whose shapes were new against those seen before, with the caching
+allocator's device allocations (cudaMalloc) made in each kind: what a first-seen shape costs an
+eager step.
 """
 
 from __future__ import annotations
@@ -45,6 +48,25 @@ def to(batch: object, device: torch.device) -> object:
     if isinstance(batch, (list, tuple)):
         return type(batch)(to(v, device) for v in batch)
     return batch
+
+
+def device_allocs() -> int:
+    """cudaMalloc calls the caching allocator has made (0 off CUDA)."""
+    if not torch.cuda.is_available():
+        return 0
+    return int(torch.cuda.memory_stats().get("num_device_alloc", 0))
+
+
+def summary(times: list[float], new: list[bool], allocs: list[int]) -> str:
+    """Median step of first-seen shapes against repeated ones, and the allocations of each."""
+    out = []
+    for label, want in (("new shape", True), ("seen shape", False)):
+        ts = [t for t, n in zip(times, new) if n == want]
+        made = sum(a for a, n in zip(allocs, new) if n == want)
+        if ts:
+            out.append(f"{label}: {len(ts)} steps, median {statistics.median(ts):.4f} s, "
+                       f"{made} device allocations")
+    return "; ".join(out)
 
 
 def graphs() -> int:
@@ -87,6 +109,9 @@ def main() -> None:
         print(f"SDPA priority: {torch._C._get_sdp_priority_order()}", flush=True)
     times: list[float] = []
     items: list[float] = []
+    new: list[bool] = []  # whether each step's batch shapes were first seen there
+    allocs: list[int] = []  # cudaMalloc calls during each step
+    seen: set[str] = set()
     start = time.perf_counter()
     batches = iter(loader)
     dims: frozenset[tuple[str, int]] = frozenset()
@@ -102,6 +127,7 @@ def main() -> None:
         except StopIteration:
             batches = iter(loader)
             batch = next(batches)
+        before = device_allocs()
         t0 = time.perf_counter()
         with apply_sdpa(args.sdpa):
             with amp:
@@ -113,15 +139,21 @@ def main() -> None:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
         items.append(float(adapter.items(batch)))
+        allocs.append(device_allocs() - before)
+        new.append(shapes(batch) not in seen)
+        seen.add(shapes(batch))
         if n < args.every:
             print(f"step {n:4d} {times[-1]:8.3f} s  graphs {graphs()}  compile "
-                  f"{compile_seconds() or 0:6.1f} s  {shapes(batch)}", flush=True)
+                  f"{compile_seconds() or 0:6.1f} s  {'new ' if new[-1] else 'seen'} "
+                  f"allocs {allocs[-1]:3d}  {shapes(batch)}", flush=True)
         elif (n + 1) % args.every == 0:
             last = slice(-args.every, None)
             print(f"steps {n + 1 - args.every}-{n}: median {statistics.median(times[last]):.4f} s, "
                   f"{sum(items[last]) / sum(times[last]):.4g} items/s, graphs {graphs()}",
                   flush=True)
-    print(f"total {time.perf_counter() - start:.1f} s", flush=True)
+    print(f"total {time.perf_counter() - start:.1f} s; {len(seen)} distinct shapes", flush=True)
+    print(f"SHAPES {args.adapter} dtype={args.dtype} compile={args.compile} "
+          f"{summary(times, new, allocs)}", flush=True)
 
 
 if __name__ == "__main__":
