@@ -198,7 +198,8 @@ class TrainStep:
             raise
 
     def __call__(self) -> StepResult:
-        items, wait, new = 0, 0.0, False  # new: a batch whose shapes no step ran before
+        # new: shapes no step ran (under CUDA graphs, a graph per shape: a cost, not a one-off)
+        items, wait, new = 0, 0.0, False
         accum = self.config.grad_accum
         for i in range(accum):
             # Data wait is the time blocked on the DataLoader. The copy is left out of it: a
@@ -207,7 +208,7 @@ class TrainStep:
                 t0 = self.clock()
                 batch, n = self.next_batch()
                 wait += self.clock() - t0
-            new = self.shapes.run_last() or new
+            new = self.shapes.run_last() and not self._mark_cudagraph_step or new
             with self.region("host-to-device"):
                 batch = self.to_device(batch, non_blocking=self.config.pin_memory)
             items += n
@@ -294,7 +295,6 @@ def compose(adapter: Adapter, config: TrainConfig, device: torch.device, *,
             on_phase: Callable[[Phase], None] = lambda phase: None,
             ddp: Callable[[torch.nn.Module], torch.nn.Module] | None = None) -> TrainStep:
     """The user's step with `config` applied; `dataset` if already built (a fork server's).
-    `on_phase` hears when building the model and building the dataset begin; `ddp` wraps the
-    model for data-parallel training (see `apply_model_features`)."""
+    `on_phase` hears when building model and dataset begin; `ddp` wraps the model for DDP."""
     return TrainStep(adapter, config, device, dataset=dataset, on_phase=on_phase, ddp=ddp)
 

@@ -162,6 +162,9 @@ def test_a_step_is_grad_accum_micro_batches(tiny_step: Any) -> None:
 def test_a_step_says_when_it_ran_a_batch_shape_for_the_first_time(tiny_step: Any) -> None:
     step = tiny_step(TrainConfig(batch_size=8, grad_accum=2))
     assert [step().new_shape for _ in range(3)] == [True, False, False]  # one shape throughout
+    graphed = tiny_step(TrainConfig(batch_size=8))
+    graphed._mark_cudagraph_step = True  # a CUDA-graph config: a graph per shape is its cost
+    assert graphed().new_shape is False
 
 
 def test_the_loader_is_built_from_the_loader_knobs(tiny_step: Any) -> None:
