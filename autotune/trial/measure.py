@@ -19,7 +19,8 @@ from autotune.contract.request import MeasureSettings
 from autotune.contract.stats import median_uncertainty, relative_spread
 from autotune.trial.trend import EXTEND, still_rising
 from autotune.trial.warmup import RECOMPILE_SECONDS, Gather, Skip, Step, StepResult, warm_up
-from autotune.trial.window import Window, WindowPlan, one_off_shapes, plan_windows, time_window
+from autotune.trial.window import (Window, WindowPlan, one_off_shapes, plan_windows, shapes_cost,
+                                   time_window)
 
 __all__ = ["Measurement", "MeasureSettings", "NonFiniteLoss", "StepResult", "Window", "measure",
            "relative_spread"]
@@ -188,15 +189,19 @@ def _timed_windows(step: Step, plan: WindowPlan, s: MeasureSettings, *,
     would end past `until`: the windows, how many recompiled ones were dropped, whether they
     converged, how many were dropped as still rising, and how many were set apart for a shape
     run there first (`measure` says what each argument is). Shapes first seen are set apart
-    only while the budget lasts: past it, every window counts."""
+    only while the budget lasts, past it every window counts; and once two windows of each
+    kind show them costing nothing (`shapes_cost`), those set apart count after all."""
     windows: list[Window] = []
     dropped: list[Window] = []
     first_seen: list[Window] = []
+    order: dict[int, int] = {}  # each window's place in time, to fold the set-apart back in
+    costly: bool | None = None  # whether first-seen shapes cost (None: not known yet)
     converged, rising, budget = False, 0, s.budget_seconds
     timed_start = clock()
     while True:
         before = compiled_seconds() if compiled_seconds is not None else None
         window = time_window(step, plan, sync, clock)
+        order[id(window)] = len(order)
         after = compiled_seconds() if compiled_seconds is not None else None
         recompiled = (before is not None and after is not None
                       and after - before > RECOMPILE_SECONDS)
@@ -205,13 +210,18 @@ def _timed_windows(step: Step, plan: WindowPlan, s: MeasureSettings, *,
             window, elapsed = _agreed(window, elapsed, gather)
         if recompiled and gather is None and len(dropped) < MAX_RECOMPILED_WINDOWS:
             dropped.append(window)  # not reported either: the pruner would read a compile
-        elif gather is None and elapsed < budget \
+        elif gather is None and elapsed < budget and costly is not False \
                 and one_off_shapes(window, [*windows, *dropped, *first_seen, window]):
             first_seen.append(window)  # nor this: a one-off cost of the shape
         else:
             windows.append(window)
             if on_window is not None:
                 on_window(window)
+        if costly is None and first_seen:
+            costly = shapes_cost([w for w in windows if not w.new_shapes], first_seen)
+            if costly is False:  # the first runs of shapes cost nothing here: they count
+                windows = sorted(windows + first_seen, key=lambda w: order[id(w)])
+                first_seen = []
         if not finite():
             raise NonFiniteLoss(f"loss was not finite in timed window {len(windows) + len(dropped)}")
         if len(windows) >= s.min_windows \

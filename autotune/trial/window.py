@@ -6,18 +6,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from collections.abc import Callable, Sequence
 
 from autotune.contract.request import MeasureSettings
 from autotune.trial.warmup import Step, WarmUp
 
-__all__ = ["NEW_SHAPES_STEADY", "Window", "WindowPlan", "one_off_shapes", "plan_windows",
-           "time_window"]
+__all__ = ["NEW_SHAPE_COST", "NEW_SHAPES_STEADY", "Window", "WindowPlan", "one_off_shapes",
+           "plan_windows", "shapes_cost", "time_window"]
 
 NEW_SHAPES_STEADY = 0.5
 """Share of timed steps whose batch shape ran for the first time, from which first-seen shapes
 are the step's steady state (every batch new: a graph net's node counts) rather than one-off
 costs that a long run pays once per shape (BERT's ~80 padded lengths)."""
+
+
+NEW_SHAPE_COST = 0.10
+"""How much slower a step must run, in the windows that ran first-seen shapes, than in those
+that did not, for those shapes to hold a cost worth setting apart (BERT's: 38% in 4-step
+windows; a transformers GPT-2 in tf32 pays nothing per new length)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -104,3 +111,16 @@ def time_window(step: Step, plan: WindowPlan, sync: Callable[[], None],
     sync()
     return Window(steps=steps, items=items, seconds=clock() - t0, data_wait=wait,
                   new_shapes=new_shapes)
+
+
+def shapes_cost(clean: Sequence[Window], apart: Sequence[Window]) -> bool | None:
+    """Whether the windows set apart for first-seen shapes (`apart`) ran their steps clearly
+    slower than the windows that ran none (`clean`): the median step by `NEW_SHAPE_COST` or
+    more. None until two of each have run."""
+    if len(clean) < 2 or len(apart) < 2:
+        return None
+
+    def step(ws: Sequence[Window]) -> float:
+        return statistics.median(w.seconds / w.steps for w in ws)
+
+    return step(apart) > (1 + NEW_SHAPE_COST) * step(clean)

@@ -12,7 +12,7 @@ from helpers import FakeClock
 
 from autotune import MeasureSettings, measure
 from autotune.trial.measure import Measurement, StepResult, Window
-from autotune.trial.window import one_off_shapes
+from autotune.trial.window import one_off_shapes, shapes_cost
 
 SEEN = 1 / 64
 NEW = 1 / 16  # a first run of a shape: 4x a seen one's
@@ -22,19 +22,20 @@ ITEMS = 8
 class ShapedStep:
     """Each call runs one batch; `new(n)` says whether the n-th call's shape is a first."""
 
-    def __init__(self, clock: FakeClock, new: Callable[[int], bool]) -> None:
-        self.clock, self.new, self.calls = clock, new, 0
+    def __init__(self, clock: FakeClock, new: Callable[[int], bool], cost: float) -> None:
+        self.clock, self.new, self.cost, self.calls = clock, new, cost, 0
 
     def __call__(self) -> StepResult:
         first = self.new(self.calls)
-        self.clock.now += NEW if first else SEEN
+        self.clock.now += self.cost if first else SEEN
         self.calls += 1
         return StepResult(items=ITEMS, data_wait=0.0, new_shape=first)
 
 
-def timed(new: Callable[[int], bool], **settings: float) -> tuple[Measurement, list[Window]]:
+def timed(new: Callable[[int], bool], cost: float = NEW, **settings: float
+          ) -> tuple[Measurement, list[Window]]:
     clock = FakeClock()
-    step = ShapedStep(clock, new)
+    step = ShapedStep(clock, new, cost)
     seen: list[Window] = []
     m = measure(step, sync=lambda: None, finite=lambda: True, clock=clock,
                 settings=MeasureSettings(**{"window_seconds": 4 * SEEN, "budget_seconds": 1000.0,
@@ -50,6 +51,27 @@ def test_windows_that_ran_a_shape_first_are_set_apart_and_timed_again() -> None:
     assert m.throughput == ITEMS / SEEN  # the rate a long run has once its shapes are known
     assert seen == list(m.windows)  # the pruner never saw the windows set apart
     assert m.converged
+
+
+def test_first_seen_shapes_that_cost_nothing_are_counted_after_all() -> None:
+    # A transformers GPT-2 in tf32: a new padded length runs as fast as a seen one. Once two
+    # windows of each kind show it, the windows set apart count, in the order they ran.
+    new_at = {4, 9, 14}  # in the first three timed windows (warm-up takes steps 0-2)
+    m, seen = timed(lambda n: n in new_at, cost=SEEN)
+    assert m.new_shape_windows == 0
+    assert sum(w.new_shapes for w in m.windows) == len(new_at)
+    assert m.throughput == ITEMS / SEEN
+    assert len(seen) < len(m.windows)  # the pruner saw only those kept as they ran
+
+
+def test_the_cost_needs_two_windows_of_each_kind_and_a_clear_margin() -> None:
+    clean = Window(steps=4, items=32, seconds=1.0, data_wait=0.0)
+    slow = Window(steps=4, items=32, seconds=1.2, data_wait=0.0, new_shapes=1)
+    near = Window(steps=4, items=32, seconds=1.05, data_wait=0.0, new_shapes=1)
+    assert shapes_cost([clean], [slow, slow]) is None
+    assert shapes_cost([clean, clean], [slow]) is None
+    assert shapes_cost([clean, clean], [slow, slow]) is True
+    assert shapes_cost([clean, clean], [near, near]) is False  # 5%: under NEW_SHAPE_COST
 
 
 def test_a_step_whose_every_batch_is_a_new_shape_is_that_slow() -> None:
