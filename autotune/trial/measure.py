@@ -19,8 +19,7 @@ from autotune.contract.request import MeasureSettings
 from autotune.contract.stats import median_uncertainty, relative_spread
 from autotune.trial.trend import EXTEND, still_rising
 from autotune.trial.warmup import RECOMPILE_SECONDS, Gather, Skip, Step, StepResult, warm_up
-from autotune.trial.window import (Window, WindowPlan, one_off_shapes, plan_windows, shapes_cost,
-                                   time_window)
+from autotune.trial.window import FirstRuns, Window, WindowPlan, plan_windows, time_window
 
 __all__ = ["Measurement", "MeasureSettings", "NonFiniteLoss", "StepResult", "Window", "measure",
            "relative_spread"]
@@ -188,42 +187,37 @@ def _timed_windows(step: Step, plan: WindowPlan, s: MeasureSettings, *,
     """Timed windows until their median is known to the tolerance, the budget ends, or another
     would end past `until`: the windows, how many recompiled ones were dropped, whether they
     converged, how many were dropped as still rising, and how many were set apart for a shape
-    run there first (`measure` says what each argument is). Shapes first seen are set apart
-    only while the budget lasts, past it every window counts; and once two windows of each
-    kind show them costing nothing (`shapes_cost`), those set apart count after all."""
+    run there first (`measure` says what each argument is). A window that ran a shape first is
+    set apart only while the budget still fits the windows that must count; once the windows
+    show such runs costing nothing (`shapes_cost`), those set apart count after all."""
     windows: list[Window] = []
     dropped: list[Window] = []
-    first_seen: list[Window] = []
-    order: dict[int, int] = {}  # each window's place in time, to fold the set-apart back in
-    costly: bool | None = None  # whether first-seen shapes cost (None: not known yet)
+    first = FirstRuns()
     converged, rising, budget = False, 0, s.budget_seconds
     timed_start = clock()
     while True:
         before = compiled_seconds() if compiled_seconds is not None else None
         window = time_window(step, plan, sync, clock)
-        order[id(window)] = len(order)
+        first.stamp(window)
         after = compiled_seconds() if compiled_seconds is not None else None
         recompiled = (before is not None and after is not None
                       and after - before > RECOMPILE_SECONDS)
         elapsed = clock() - timed_start
         if gather is not None:
             window, elapsed = _agreed(window, elapsed, gather)
+        # Room to set a window apart: the budget still fits the windows that must count.
+        room = elapsed + max(0, s.min_windows - len(windows)) * window.seconds < budget
         if recompiled and gather is None and len(dropped) < MAX_RECOMPILED_WINDOWS:
             dropped.append(window)  # not reported either: the pruner would read a compile
-        elif gather is None and elapsed < budget and costly is not False \
-                and one_off_shapes(window, [*windows, *dropped, *first_seen, window]):
-            first_seen.append(window)  # nor this: a one-off cost of the shape
-        else:
+        elif recompiled or gather is not None or not first.take(window, windows + dropped,
+                                                               room=room):
             windows.append(window)
             if on_window is not None:
                 on_window(window)
-        if costly is None and first_seen:
-            costly = shapes_cost([w for w in windows if not w.new_shapes], first_seen)
-            if costly is False:  # the first runs of shapes cost nothing here: they count
-                windows = sorted(windows + first_seen, key=lambda w: order[id(w)])
-                first_seen = []
+        windows = first.settle(windows)  # (set apart, not reported either: a one-off cost)
         if not finite():
-            raise NonFiniteLoss(f"loss was not finite in timed window {len(windows) + len(dropped)}")
+            raise NonFiniteLoss("loss was not finite in timed window "
+                                f"{len(windows) + len(dropped) + len(first.apart)}")
         if len(windows) >= s.min_windows \
                 and median_uncertainty([w.throughput for w in windows]) <= s.tolerance:
             converged = True
@@ -241,6 +235,7 @@ def _timed_windows(step: Step, plan: WindowPlan, s: MeasureSettings, *,
         usual = windows[-1].seconds if windows else window.seconds
         if gather is None and until is not None and clock() + usual >= until:
             break  # another window would end past it: unconverged, but measured, not killed
-    if not windows:  # only windows set apart fitted: they are what was measured
-        windows, dropped, first_seen = dropped + first_seen, [], []
-    return windows, len(dropped), converged, rising, len(first_seen)
+    windows = first.top_up(windows, s.min_windows)
+    if not windows:  # only recompiled windows fitted: they are what was measured
+        windows, dropped = dropped, []
+    return windows, len(dropped), converged, rising, len(first.apart)

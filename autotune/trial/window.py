@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from autotune.contract.request import MeasureSettings
 from autotune.trial.warmup import Step, WarmUp
 
-__all__ = ["NEW_SHAPE_COST", "NEW_SHAPES_STEADY", "Window", "WindowPlan", "one_off_shapes",
-           "plan_windows", "shapes_cost", "time_window"]
+__all__ = ["NEW_SHAPE_COST", "NEW_SHAPES_STEADY", "FirstRuns", "Window", "WindowPlan",
+           "one_off_shapes", "plan_windows", "shapes_cost", "time_window"]
 
 NEW_SHAPES_STEADY = 0.5
 """Share of timed steps whose batch shape ran for the first time, from which first-seen shapes
@@ -124,3 +124,53 @@ def shapes_cost(clean: Sequence[Window], apart: Sequence[Window]) -> bool | None
         return statistics.median(w.seconds / w.steps for w in ws)
 
     return step(apart) > (1 + NEW_SHAPE_COST) * step(clean)
+
+
+class FirstRuns:
+    """The timed windows set apart because a batch shape ran first in them, and each window's
+    place in time, so that those shown to cost nothing count after all, in the order they ran."""
+
+    def __init__(self) -> None:
+        self.apart: list[Window] = []
+        self.costly: bool | None = None
+        """Whether first runs of shapes cost (`shapes_cost`; None: not known yet)."""
+        self._place: dict[int, int] = {}
+        self._count = 0
+
+    def stamp(self, window: Window) -> None:
+        """Note `window`'s place in time (call as it is timed: an id reused by a window made
+        after one was freed gets a later place)."""
+        self._count += 1
+        self._place[id(window)] = self._count
+
+    def take(self, window: Window, timed: Sequence[Window], *, room: bool) -> bool:
+        """Set `window` apart, and say so, when it ran a shape first (`one_off_shapes` over
+        `timed`, the other windows timed so far), unless such runs were shown to cost nothing
+        or there is no `room` (the budget must still fit the windows that count)."""
+        if self.costly is False or not room \
+                or not one_off_shapes(window, [*timed, *self.apart, window]):
+            return False
+        self.apart.append(window)
+        return True
+
+    def settle(self, kept: list[Window]) -> list[Window]:
+        """`kept`, with the windows set apart folded back in once the windows so far show
+        first runs of shapes costing nothing (judged again after each window)."""
+        if not self.apart or self.costly is False:
+            return kept
+        self.costly = shapes_cost([w for w in kept if not w.new_shapes], self.apart)
+        if self.costly is False:
+            kept, self.apart = self.in_order(kept + self.apart), []
+        return kept
+
+    def top_up(self, kept: list[Window], least: int) -> list[Window]:
+        """`kept` with the latest windows set apart added until there are `least` (a deadline
+        cut the timing short): what was measured, rather than too few windows."""
+        short = max(0, least - len(kept))
+        if not short or not self.apart:
+            return kept
+        back, self.apart = self.apart[-short:], self.apart[:-short]
+        return self.in_order(kept + back)
+
+    def in_order(self, windows: Sequence[Window]) -> list[Window]:
+        return sorted(windows, key=lambda w: self._place.get(id(w), 0))

@@ -12,7 +12,7 @@ from helpers import FakeClock
 
 from autotune import MeasureSettings, measure
 from autotune.trial.measure import Measurement, StepResult, Window
-from autotune.trial.window import one_off_shapes, shapes_cost
+from autotune.trial.window import FirstRuns, one_off_shapes, shapes_cost
 
 SEEN = 1 / 64
 NEW = 1 / 16  # a first run of a shape: 4x a seen one's
@@ -32,15 +32,18 @@ class ShapedStep:
         return StepResult(items=ITEMS, data_wait=0.0, new_shape=first)
 
 
-def timed(new: Callable[[int], bool], cost: float = NEW, **settings: float
+def timed(new: Callable[[int], bool], cost: float = NEW, *, stop_at: float | None = None,
+          compiled: Callable[[int], float] | None = None, **settings: float
           ) -> tuple[Measurement, list[Window]]:
+    """`compiled(calls)`: the compile seconds so far after that many steps (a recompile)."""
     clock = FakeClock()
     step = ShapedStep(clock, new, cost)
     seen: list[Window] = []
     m = measure(step, sync=lambda: None, finite=lambda: True, clock=clock,
                 settings=MeasureSettings(**{"window_seconds": 4 * SEEN, "budget_seconds": 1000.0,
                                             "min_warmup_steps": 3, **settings}),  # type: ignore[arg-type]
-                on_window=seen.append)
+                on_window=seen.append, stop_at=stop_at,
+                compiled_seconds=None if compiled is None else lambda: compiled(step.calls))
     return m, seen
 
 
@@ -89,6 +92,30 @@ def test_past_the_budget_every_window_counts() -> None:
     assert sum(w.seconds for w in m.windows) < 0.5 + 3 * 4 * NEW  # ended soon after the budget
 
 
+def test_windows_that_count_are_timed_within_the_budget() -> None:
+    # A new shape in every window: no clean window comes, so windows are set apart only while
+    # the budget still fits the 3 that must count, not until it ends (a review, 2026-11-27).
+    m, _ = timed(lambda n: n % 4 == 0, budget_seconds=1.0)
+    window = 3 * SEEN + NEW  # each window: 3 seen steps and a first run
+    assert len(m.windows) == 3 and m.new_shape_windows > 0
+    assert (m.new_shape_windows + len(m.windows)) * window <= 1.0 + window
+
+
+def test_a_deadline_that_cuts_the_timing_short_keeps_the_windows_set_apart() -> None:
+    # The trial's own limit ends the windows: rather than too few, the latest windows set
+    # apart count.
+    m, _ = timed(lambda n: n % 4 == 0, stop_at=0.8)
+    assert len(m.windows) == 3 and m.new_shape_windows == 3  # 3 of the 6 set apart count
+
+
+def test_a_window_past_the_recompile_cap_counts_even_if_it_ran_a_new_shape() -> None:
+    # Every window from the 2nd on recompiles (8 s of compile each) on a new shape: 3 are
+    # dropped as recompiled, and the rest count, as before first runs were set apart.
+    m, _ = timed(lambda n: n >= 7 and n % 4 == 3, compiled=lambda calls: 8.0 * max(0, (calls - 3) // 4))
+    assert m.recompiled_windows == 3
+    assert m.new_shape_windows == 0
+
+
 def test_the_rule_weighs_first_seen_steps_among_all_timed_steps() -> None:
     clean = Window(steps=4, items=32, seconds=1.0, data_wait=0.0)
     one = Window(steps=4, items=32, seconds=2.0, data_wait=0.0, new_shapes=1)
@@ -97,3 +124,16 @@ def test_the_rule_weighs_first_seen_steps_among_all_timed_steps() -> None:
     # 3 of 4 steps new: the step's steady state.
     many = Window(steps=4, items=32, seconds=2.0, data_wait=0.0, new_shapes=3)
     assert not one_off_shapes(many, [many])
+
+
+def test_windows_fold_back_in_the_order_they_were_timed() -> None:
+    # An id freed by a window the trend logic dropped and reused by a later window gets the
+    # later place (a review found two windows sharing one place before, 2026-11-27).
+    first = FirstRuns()
+    a = Window(steps=4, items=32, seconds=1.0, data_wait=0.0)
+    b = Window(steps=4, items=32, seconds=2.0, data_wait=0.0)
+    first.stamp(a)
+    first.stamp(b)
+    assert first.in_order([b, a]) == [a, b]
+    first.stamp(a)  # as if `a` were a new window made where a freed one lived
+    assert first.in_order([a, b]) == [b, a]
