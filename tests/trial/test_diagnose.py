@@ -680,3 +680,51 @@ def test_trial_reports_the_diagnosis(tmp_path: Path, adapter: Path, expected: st
     saved = json.loads((tmp_path / "trial" / "result.json").read_text())
     assert saved["diagnosis"]["verdict"] == expected
     assert TrialResult.load(tmp_path / "trial" / "result.json").diagnosis == diagnosis
+
+
+class _ProfiledStep:
+    """A step the GPU-busy probe drives: it counts resident steps; its shape log says whether
+    the probe's batch shape ran before."""
+
+    def __init__(self, first_run: bool) -> None:
+        from autotune.trial.shapes import ShapeLog, signature
+        self.shapes = ShapeLog()
+        self.shapes.add(signature(torch.zeros(2)))
+        if not first_run:
+            self.shapes.run_last()
+        self.device = torch.device("cuda")
+        self.resident = 0
+
+    def next_batch(self) -> tuple[torch.Tensor, int]:
+        return torch.zeros(2), 2  # its signature was added above, as next_batch adds it
+
+    def to_device(self, batch: Any, *, non_blocking: bool) -> Any:
+        return batch
+
+    def resident_step(self, batch: Any) -> None:
+        self.resident += 1
+
+    def sync(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("first_run", "untimed"), [(True, 1), (False, 0)])
+def test_the_gpu_busy_probe_runs_a_first_seen_shape_once_before_profiling(
+        monkeypatch: pytest.MonkeyPatch, first_run: bool, untimed: int) -> None:
+    import contextlib
+
+    import torch.profiler
+    from autotune.trial import diagnose
+
+    profiled: list[int] = []
+    step = _ProfiledStep(first_run)
+
+    @contextlib.contextmanager
+    def fake_profile(**kwargs: Any) -> Iterator[Any]:
+        profiled.append(step.resident)  # resident steps run before the profile opened
+        yield type("Prof", (), {"events": lambda self: []})()
+
+    monkeypatch.setattr(torch.profiler, "profile", fake_profile)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    assert diagnose.gpu_busy_fraction(step, steps=3) is None  # no kernels recorded
+    assert profiled == [untimed] and step.resident == untimed + 3
