@@ -177,8 +177,7 @@ class RichDisplay:
             if result.rising_windows:
                 conv += f" (still climbing: {result.rising_windows} early window(s) dropped)"
             if result.new_shape_windows:
-                conv += (f" ({result.new_shape_windows} window(s) running a shape for the first "
-                         "time set apart)")
+                conv += f" ({result.new_shape_windows} window(s) of new shapes set apart)"
             compile_s = f", compile {result.compile_seconds:.0f} s" if result.compile_seconds and \
                 result.compile_seconds >= 1 else ""
             cost = f"({result.reason})" if result.reason else \
