@@ -252,14 +252,17 @@ def _report_end(search: Search, winner: Winner | None, space: SearchSpace,
         return 1
     if winner.record.config is not None:
         from autotune.outputs.best import batch_change, conv_note
-        from autotune.study.policy.batching import loader_sets_batch, unbatched_note
+        from autotune.study.policy.batching import (loader_on_device, loader_sets_batch,
+                                                    on_device_note, unbatched_note)
         from autotune.study.store.records import read_records
 
-        unbatched = loader_sets_batch(read_records(search.study))
+        recs = read_records(search.study)
+        unbatched, device = loader_sets_batch(recs), loader_on_device(recs)
         for note in (batch_change(winner.record.config, space.baseline.effective_batch),
                      conv_note(winner.record.result, space.values("memory_format")),
                      None if unbatched is None else
-                     unbatched_note(unbatched, winner.record.result.unit)):
+                     unbatched_note(unbatched, winner.record.result.unit),
+                     None if device is None else on_device_note(device)):
             if note is not None:
                 display.console.print(f"[bold yellow]note:[/] {note}")
     display.console.print(f"wrote {out}/best.yaml, {out}/trials.csv, {out}/throughput.png")

@@ -208,6 +208,10 @@ class TrialResult:
     batch_numel: float | None = None
     """Tensor elements per micro-batch, the mean over the batches pulled (None: none held a
     tensor, such as a batch of strings tokenized in `loss`)."""
+    batch_device: str | None = None
+    """The device type ("cuda") of a batch the loader handed over already there, None for
+    host memory: DataLoader workers and pinned memory cannot serve such a dataset
+    (`study.policy.batching.loader_on_device`)."""
     compile_artifacts: str = ""
     """Path of the compiled artifacts this run saved (`torch.compiler.save_cache_artifacts`)."""
     log: str = ""

@@ -19,7 +19,8 @@ from autotune.outputs.best import best_document, yaml_header
 from autotune.outputs.decision import speedup_note
 from autotune.outputs.table import rows_to_csv, trial_rows
 from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
-from autotune.study.policy.batching import loader_sets_batch, unbatched_note
+from autotune.study.policy.batching import (loader_on_device, loader_sets_batch, on_device_note,
+                                             unbatched_note)
 from autotune.study.store import records, study_attrs
 
 if TYPE_CHECKING:
@@ -77,6 +78,9 @@ def write_outputs(study: optuna.Study, settings: SearchSettings, *, plot: bool =
         if unbatched is not None:  # what batch_size in this file is worth
             doc["effective_batch"]["loader"] = unbatched_note(
                 unbatched, info.unit if info else winner.record.result.unit)
+        device = loader_on_device(recs)
+        if device is not None:  # why the loader knobs in this file are PyTorch's defaults
+            doc["loader_on_device"] = on_device_note(device)
         atomic_write_text(out / "best.yaml", yaml_header(doc) + yaml.safe_dump(doc, sort_keys=False))
     if rows and plot:
         # The search's trials; confirmation runs are drawn from the confirmation's entries.

@@ -27,7 +27,7 @@ from autotune.study.confirmation.budget import reserve_seconds
 from autotune.study.execution.protocol import Runner
 from autotune.study.execution.slots import Job, Slots
 from autotune.study.objective import Objective, Outcome
-from autotune.study.policy.batching import batch_held
+from autotune.study.policy.batching import ON_DEVICE, batch_held, loader_on_device
 from autotune.study.policy.eager import cannot_win, recompiling
 from autotune.study.policy.pruning import report_windows
 from autotune.study.policy.ladder import Ladder
@@ -167,12 +167,16 @@ class SlotLoop:
     def at_held_batch(self, config: TrainConfig, done: Sequence[TrialRecord]) -> TrainConfig:
         """A guided start at the adapter's batch once its loader is seen (in the finished
         trials `done`) to make its own batches (`batching.batch_held`): at another batch size
-        it would measure the same."""
+        it would measure the same; and without workers or pinning once its batches come on the
+        device already (`batching.loader_on_device`): with them it would fail."""
         batch = batch_held(done)
-        if batch is None:
+        changes: dict[str, object] = {} if batch is None else {"batch_size": batch}
+        if loader_on_device(done):
+            changes.update(ON_DEVICE)
+        if not changes:
             return config
-        moved = self.space.changed(config, batch_size=batch)
-        return moved if self.space.holds(moved) else config  # a `when:` the batch turns off
+        moved = self.space.changed(config, **changes)
+        return moved if self.space.holds(moved) else config  # a `when:` the change turns off
 
     def _fill(self, slots: TrialSlots, deadline: float | None) -> None:
         s = self.settings

@@ -149,7 +149,7 @@ class TrainStep:
         except Exception as exc:
             blame(exc, "items(batch)")
             raise
-        self.shapes.add(signature(batch), items=n)
+        self.shapes.add(signature(batch), items=n, batch=batch)
         return batch, n
 
     def epoch_batches(self) -> int | None:

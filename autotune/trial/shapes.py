@@ -16,8 +16,8 @@ from typing import Any
 
 from autotune.contract.shapes import PAD_MULTIPLE, format_ranges, is_length
 
-__all__ = ["MAX_LEAVES", "PER_SAMPLE", "BatchSizes", "ShapeLog", "Signature", "leaves",
-           "signature", "varying_dims"]
+__all__ = ["MAX_LEAVES", "PER_SAMPLE", "BatchSizes", "ShapeLog", "Signature", "device_of",
+           "leaves", "signature", "varying_dims"]
 
 Signature = tuple[tuple[str, tuple[int, ...]], ...]
 """Each tensor's path in the batch ("", "[0]", "input_ids", "[1].mask") and its shape."""
@@ -40,6 +40,16 @@ _INDEX = re.compile(r"\[(\d+)\]")
 def signature(batch: Any) -> Signature:
     """The shape of every tensor (anything with an integer `.shape`) in `batch`, in order."""
     return tuple((path, shape) for path, shape, _ in leaves(batch))
+
+
+def device_of(batch: Any) -> str | None:
+    """The device type of the first tensor in `batch` not in host memory ("cuda"), else None:
+    a loader that hands over batches already on the device."""
+    for _, _, leaf in leaves(batch):
+        kind = getattr(getattr(leaf, "device", None), "type", "cpu")
+        if kind != "cpu":
+            return str(kind)
+    return None
 
 
 def leaves(batch: Any) -> list[tuple[str, tuple[int, ...], Any]]:
@@ -107,14 +117,18 @@ class ShapeLog:
         """Items and tensor elements per batch, over every batch added with its items."""
         self.last: Signature | None = None
         self._ran: set[Signature] = set()
+        self.device: str | None = None
+        """Where the first batch's tensors were (`device_of`): None, host memory."""
 
-    def add(self, sig: Signature, *, items: int | None = None) -> None:
-        """A batch's signature (and its item count, `Adapter.items`, when known)."""
+    def add(self, sig: Signature, *, items: int | None = None, batch: Any = None) -> None:
+        """A batch's signature (and its item count, `Adapter.items`, when known; the first
+        `batch` itself, to see where its tensors are)."""
         if items is not None:
             self.amounts.add(items, sig)
         self.last = sig
         if self.first is None:
             self.first = sig
+            self.device = device_of(batch)
         if sig in self.seen:
             return
         self.seen.add(sig)

@@ -6,7 +6,8 @@ import dataclasses
 
 import torch
 
-from autotune.trial.shapes import MAX_LEAVES, PER_SAMPLE, ShapeFacts, ShapeLog, signature
+from autotune.trial.shapes import (MAX_LEAVES, PER_SAMPLE, ShapeFacts, ShapeLog, device_of,
+                                   signature)
 
 
 @dataclasses.dataclass
@@ -160,3 +161,13 @@ def test_a_shape_is_new_to_the_step_the_first_time_a_step_runs_it() -> None:
             ran.append(log.run_last())
     assert ran == [True, False, True, False]
     assert ShapeLog().run_last() is False  # nothing added yet
+
+
+def test_where_the_first_batch_lies_is_noted() -> None:
+    on_meta = {"x": torch.zeros(4, 2, device="meta"), "y": torch.zeros(4)}
+    assert device_of(on_meta) == "meta"  # any device but host memory, as cuda would be
+    assert device_of(padded(16)) is None and device_of(["text", 3]) is None
+    log = ShapeLog()
+    log.add(signature(on_meta), batch=on_meta)
+    log.add(signature(padded(16)), batch=padded(16))  # only the first batch is looked at
+    assert log.device == "meta"

@@ -18,7 +18,13 @@ from autotune.study.policy.eager import _measured
 from autotune.study.store import records as roles
 from autotune.study.store.records import MeasuredRecord, TrialRecord
 
-__all__ = ["Unbatched", "batch_held", "loader_sets_batch", "unbatched_note"]
+__all__ = ["ON_DEVICE", "Unbatched", "batch_held", "loader_on_device", "loader_sets_batch",
+           "on_device_note", "unbatched_note"]
+
+ON_DEVICE = {"num_workers": 0, "pin_memory": False}
+"""The loader knobs held once its batches come already on the device (`loader_on_device`): a
+DataLoader worker forked from a process that holds CUDA tensors cannot read them ("Cannot
+re-initialize CUDA in forked subprocess"), and pinning takes only host memory."""
 
 Unbatched = tuple[MeasuredRecord, MeasuredRecord]
 """Two trials, the smaller batch size first, whose batches held about as much."""
@@ -67,3 +73,18 @@ def unbatched_note(pair: Unbatched, unit: str) -> str:
             f"{large.config.batch_size} pulled {small.result.batch_items:.4g} and "
             f"{large.result.batch_items:.4g} {unit} a batch, so batch_size was held at the "
             "adapter's from then on; set the batch where make_loader builds it")
+
+
+def loader_on_device(records: Sequence[TrialRecord]) -> str | None:
+    """The device type a trial found the loader's batches on already (a dataset of CUDA
+    tensors, a loader that moves them), None while every batch came in host memory."""
+    return next((r.result.batch_device for r in records
+                 if r.result is not None and r.result.batch_device), None)
+
+
+def on_device_note(device: str) -> str:
+    """One line for the search's end and best.yaml."""
+    return (f"the adapter's batches come already on {device}: DataLoader workers cannot read "
+            "them and pinning takes only host memory, so num_workers and pin_memory were held "
+            "at 0 and false; to search them, return host-memory tensors from dataset() and let "
+            "the tool move each batch")

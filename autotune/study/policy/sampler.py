@@ -13,7 +13,7 @@ from typing import Any
 import optuna
 
 from autotune.contract.result import Verdict
-from autotune.study.policy.batching import batch_held
+from autotune.study.policy.batching import ON_DEVICE, batch_held, loader_on_device
 from autotune.study.policy.eager import _measured, kept_recompiling
 from autotune.study.store.records import TrialRecord
 
@@ -65,6 +65,8 @@ def held(records: Sequence[TrialRecord], values: Callable[[str], Sequence[Any]],
     batch = batch_held(records)
     if batch is not None:  # the loader makes its own batches: every batch_size measures it
         hold["batch_size"] = batch
+    if loader_on_device(records):
+        hold.update(ON_DEVICE)
     return {k: v for k, v in hold.items() if len(values(k)) > 1 and v in values(k)}
 
 

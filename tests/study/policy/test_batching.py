@@ -12,9 +12,10 @@ from helpers import fake_search
 from optuna.trial import TrialState
 
 from autotune import Adapter, Status, TrainConfig, TrialResult
-from autotune.study.policy.batching import batch_held, loader_sets_batch, unbatched_note
+from autotune.study.policy.batching import (batch_held, loader_on_device, loader_sets_batch,
+                                             on_device_note, unbatched_note)
 from autotune.study.policy.sampler import held
-from autotune.study.store.records import TrialRecord
+from autotune.study.store.records import TrialRecord, read_records
 
 SPACE = {"batch_size": {"choices": [8, 16, 32, 64]}, "num_workers": {"low": 0, "high": 4}}
 
@@ -121,3 +122,46 @@ def test_a_start_moved_to_the_adapters_batch_is_one_the_space_holds() -> None:
     assert (moved.batch_size, moved.checkpoint, moved.num_workers) == (8, 0.0, 2)
     assert space.holds(moved)
     assert SlotLoop.at_held_batch(loop, start, made[:1]) == start  # type: ignore[arg-type]
+
+
+LOADER_SPACE = {"num_workers": {"low": 0, "high": "cores"},
+                "prefetch_factor": {"choices": [2, 4]},
+                "pin_memory": {"choices": [False, True]},
+                "persistent_workers": {"choices": [False, True]},
+                "amp_dtype": {"choices": ["fp32", "bf16"]}}
+
+
+def on_cuda(call: int, request: Any) -> TrialResult:
+    """A dataset of CUDA tensors: a forked worker cannot read them, pinning refuses them."""
+    c = request.config
+    if c.num_workers > 0:
+        return TrialResult(status=Status.ERROR, reason="RuntimeError: Cannot re-initialize "
+                           "CUDA in forked subprocess")
+    if c.pin_memory:
+        return TrialResult(status=Status.ERROR, reason="RuntimeError: cannot pin "
+                           "'torch.cuda.FloatTensor' only dense CPU tensors can be pinned")
+    return TrialResult(status=Status.OK, throughput=200.0 if c.amp_dtype == "bf16" else 100.0,
+                       batch_device="cuda")
+
+
+def test_batches_on_the_device_hold_the_loader_knobs_that_cannot_serve_them(
+        tmp_path: Path) -> None:
+    # A dataset of tensors already on the GPU (a speed run's in-memory CIFAR): every config
+    # with workers or pinning failed, the recipe's and the eager dtype trials' at its workers
+    # too. Once the baseline shows where the batches are, no trial asks for either.
+    class Resident(Adapter):
+        batch_size = 8
+
+    requests, study = fake_search(tmp_path, LOADER_SPACE, Resident, on_cuda, trials=10)
+    assert requests[0].config.num_workers == 0  # the baseline: PyTorch's defaults
+    assert [(q.config.num_workers, q.config.pin_memory) for q in requests[1:]] == \
+        [(0, False)] * (len(requests) - 1)
+    assert any(q.config.amp_dtype == "bf16" for q in requests)
+    device = loader_on_device(read_records(study))
+    assert device == "cuda" and "held at 0 and false" in on_device_note(device)
+
+
+def test_batches_in_host_memory_hold_nothing() -> None:
+    made = [record(0, 8, 250.0, role="baseline")]
+    assert loader_on_device(made) is None
+    assert held(made, lambda k: {"num_workers": (0, 1, 2), "pin_memory": (False, True)}[k]) == {}
