@@ -101,13 +101,20 @@ def _only_one_note(winner: Winner) -> str:
     not fit the 30 s left, and "the only config whose fresh runs were ok" read as a failure)."""
     others = [c for c in winner.confirmation or () if c.trial != winner.record.number]
     unrun = [c.trial for c in others if not c.statuses]
-    failed = [c.trial for c in others if c.statuses]
+    cut = [c.trial for c in others if c.statuses and set(c.statuses) <= _CUT]
+    failed = [c.trial for c in others if c.statuses and c.trial not in cut]
     parts = []
     if unrun:
         parts.append(f"{_trials(unrun)} got no fresh run: the time left went to this one's")
+    if cut:
+        parts.append(f"the fresh runs of {_trials(cut)} were cut short (the budget's end, or a "
+                     "stop)")
     if failed:
         parts.append(f"the fresh runs of {_trials(failed)} failed")
     return "; ".join(parts) or "the only config run again"
+
+
+_CUT = {"timeout", "interrupted"}  # a fresh run's statuses that say time ran out, not the config
 
 
 def _trials(numbers: list[int]) -> str:

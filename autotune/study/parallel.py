@@ -176,6 +176,8 @@ class SlotLoop:
         if not changes:
             return config
         moved = self.space.changed(config, **changes)
+        if not self.space.holds(moved) and loader_on_device(done):  # the batch's `when:`
+            moved = self.space.changed(config, **ON_DEVICE)  # off: without workers still
         return moved if self.space.holds(moved) else config  # a `when:` the change turns off
 
     def _fill(self, slots: TrialSlots, deadline: float | None) -> None:

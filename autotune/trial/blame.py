@@ -63,7 +63,10 @@ def check_loss(loss: Any) -> None:
 def _where_the_loss_is(output: Any) -> str:
     """A hint for the usual slip, returning the model's whole output (a transformers
     `ModelOutput`, a dict or a dataclass) instead of its loss."""
-    inner = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+    try:  # a property or __getattr__ may raise anything: then no hint, the TypeError stands
+        inner = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+    except Exception:
+        return ""
     if isinstance(inner, torch.Tensor) and inner.numel() == 1:
         how = '["loss"]' if isinstance(output, dict) and not hasattr(output, "loss") else ".loss"
         return f" holding a scalar loss: return its {how}"

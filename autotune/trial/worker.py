@@ -18,6 +18,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from autotune.adapter import defines
 from autotune.contract.events import ComposedEvent
 from autotune.contract.host import pin_to_share
 from autotune.contract.phases import Phase
@@ -167,7 +168,9 @@ def _result(got: _Reached, memory: Memory, *, status: Status, reason: str = "",
         shape_count_padded=None if timed is None else timed.shapes.padded,
         batch_items=None if got.step is None else got.step.shapes.amounts.mean_items(),
         batch_numel=None if got.step is None else got.step.shapes.amounts.mean_numel(),
-        batch_device=None if got.step is None else got.step.shapes.device,
+        # The tool's own DataLoader only: a make_loader may move batches its workers made.
+        batch_device=None if got.step is None or defines(type(got.step.adapter), "make_loader")
+        else got.step.shapes.device,
         fingerprint=got.fingerprint,
         diagnosis=got.diagnosed.diagnosis, diagnosis_error=got.diagnosed.error,
         host_cpu=None if timed is None else timed.host_cpu,

@@ -37,3 +37,13 @@ def test_a_scalar_without_grad_is_refused_and_a_scalar_loss_passes() -> None:
     with pytest.raises(TypeError, match="does not require grad"):
         check_loss(torch.tensor(1.0))
     check_loss(SCALAR)
+
+
+def test_an_output_whose_loss_attribute_raises_gets_the_plain_error() -> None:
+    class Strict:
+        @property
+        def loss(self) -> torch.Tensor:
+            raise KeyError("loss")  # as a mapping-backed output without labels might
+
+    with pytest.raises(TypeError, match=r"got Strict$"):
+        check_loss(Strict())

@@ -277,3 +277,25 @@ def test_main_needs_one_trial_folder(capsys: pytest.CaptureFixture[str]) -> None
 )
 def test_one_line_reasons(exc: BaseException, line: str) -> None:
     assert one_line(exc) == line
+
+
+def test_where_the_tools_loader_hands_batches_over_is_reported_not_a_make_loaders(
+        tmp_path: Path, tiny_adapter: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A make_loader may move to the GPU what its workers made: its batches on the device say
+    # nothing about whether workers can read the dataset.
+    import autotune.trial.shapes as shapes
+
+    monkeypatch.setattr(shapes, "device_of", lambda batch: "cuda")  # as a CUDA dataset's
+    own = tmp_path / "own_loader.py"
+    own.write_text(
+        "import sys, torch\n"
+        f"sys.path.insert(0, {str(TEST_ADAPTERS)!r})\n"
+        "from tiny import TinyAdapter\n"
+        "class OwnLoader(TinyAdapter):\n"
+        "    def make_loader(self, dataset, **knobs):\n"
+        "        return torch.utils.data.DataLoader(dataset, batch_size=knobs['batch_size'],\n"
+        "                                           drop_last=True)\n")
+    plain = run_trial(request_for(tiny_adapter), tmp_path / "a.jsonl")
+    built = run_trial(request_for(own), tmp_path / "b.jsonl")
+    assert plain.status is Status.OK and built.status is Status.OK, (plain.reason, built.reason)
+    assert (plain.batch_device, built.batch_device) == ("cuda", None)

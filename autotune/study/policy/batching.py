@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from autotune.contract.result import Status
 from autotune.study.policy.eager import _measured
 from autotune.study.store import records as roles
 from autotune.study.store.records import MeasuredRecord, TrialRecord
@@ -76,10 +77,13 @@ def unbatched_note(pair: Unbatched, unit: str) -> str:
 
 
 def loader_on_device(records: Sequence[TrialRecord]) -> str | None:
-    """The device type a trial found the loader's batches on already (a dataset of CUDA
-    tensors, a loader that moves them), None while every batch came in host memory."""
-    return next((r.result.batch_device for r in records
-                 if r.result is not None and r.result.batch_device), None)
+    """The device type a trial found the tool's DataLoader handing over batches on already (a
+    dataset of CUDA tensors), None while none did, or once a trial that ran ok had them in host
+    memory (an adapter knob choosing where the dataset lives: workers may serve that one)."""
+    ran = [r.result for r in records if r.result is not None and r.result.status is Status.OK]
+    if any(result.batch_device is None for result in ran):
+        return None
+    return next((result.batch_device for result in ran if result.batch_device), None)
 
 
 def on_device_note(device: str) -> str:

@@ -235,6 +235,11 @@ def test_a_lone_confirmed_config_says_why_the_others_were_not_compared() -> None
     assert winner is not None
     assert decision_note(winner) == ("trial 1 got no fresh run: the time left went to this "
                                      "one's; the fresh runs of trial 4 failed")
+    cut = dataclasses.replace(unrun, trial=4, statuses=("timeout",))
+    winner = pick_winner(recs, [runs(0, 154.0, 180.0, baseline=True), cut])
+    assert winner is not None
+    assert decision_note(winner) == ("the fresh runs of trial 4 were cut short (the budget's "
+                                     "end, or a stop)")
 
 
 def test_one_fresh_run_is_too_few_for_high_confidence() -> None:

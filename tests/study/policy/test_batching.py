@@ -164,4 +164,15 @@ def test_batches_on_the_device_hold_the_loader_knobs_that_cannot_serve_them(
 def test_batches_in_host_memory_hold_nothing() -> None:
     made = [record(0, 8, 250.0, role="baseline")]
     assert loader_on_device(made) is None
+    # An adapter knob choosing where the dataset lives: once a config that ran ok had its
+    # batches in host memory, workers may serve it, and nothing is held.
+    on_gpu = TrialRecord(number=1, state=TrialState.COMPLETE, value=100.0, role="",
+                         config=TrainConfig(batch_size=8, params={"where": "gpu"}),
+                         result=TrialResult(status=Status.OK, throughput=100.0,
+                                            batch_device="cuda"))
+    failed = TrialRecord(number=2, state=TrialState.COMPLETE, value=0.0, role="",
+                         config=TrainConfig(batch_size=8, num_workers=2),
+                         result=TrialResult(status=Status.ERROR, reason="forked"))
+    assert loader_on_device([on_gpu, failed]) == "cuda"  # a failed trial holds no batch
+    assert loader_on_device([on_gpu, failed, *made]) is None
     assert held(made, lambda k: {"num_workers": (0, 1, 2), "pin_memory": (False, True)}[k]) == {}
