@@ -169,15 +169,14 @@ class SlotLoop:
         trials `done`) to make its own batches (`batching.batch_held`): at another batch size
         it would measure the same; and without workers or pinning once its batches come on the
         device already (`batching.loader_on_device`): with them it would fail."""
-        batch = batch_held(done)
-        changes: dict[str, object] = {} if batch is None else {"batch_size": batch}
-        if loader_on_device(done):
-            changes.update(ON_DEVICE)
+        batch, on_device = batch_held(done), loader_on_device(done)
+        loader = ON_DEVICE if on_device else {}
+        changes = {**loader, **({} if batch is None else {"batch_size": batch})}
         if not changes:
             return config
         moved = self.space.changed(config, **changes)
-        if not self.space.holds(moved) and loader_on_device(done):  # the batch's `when:`
-            moved = self.space.changed(config, **ON_DEVICE)  # off: without workers still
+        if not self.space.holds(moved) and loader:  # the batch's `when:` off: without
+            moved = self.space.changed(config, **loader)  # workers still
         return moved if self.space.holds(moved) else config  # a `when:` the change turns off
 
     def _fill(self, slots: TrialSlots, deadline: float | None) -> None:

@@ -45,8 +45,8 @@ def one_off_shapes(window: Window, timed: Sequence[Window]) -> bool:
     """Whether `window` ran a shape for the first time while first-seen shapes are rare among
     the steps timed so far (`timed`, this window included). A first run of a shape can cost far
     more than the next: eager BERT-base in bf16 on an H100 took a median 0.16 s on a padded
-    length it had not run and 0.064 s on one it had (cuDNN's attention plans are built per
-    shape; 2026-11-27), and the search's 4-step windows read 49k-139k tokens/s. A long run pays
+    length it had not run and 0.064 s on one it had (torch 2.11, 2026-11-27; what it pays per
+    shape was not profiled), and the search's 4-step windows read 49k-139k tokens/s. A long run pays
     that once per length, so such a window is set apart like a recompiled one."""
     steps = sum(w.steps for w in timed)
     new = sum(w.new_shapes for w in timed)
