@@ -262,7 +262,7 @@ def _report_end(search: Search, winner: Winner | None, space: SearchSpace,
                      conv_note(winner.record.result, space.values("memory_format")),
                      None if unbatched is None else
                      unbatched_note(unbatched, winner.record.result.unit),
-                     None if device is None else on_device_note(device)):
+                     None if device is None else on_device_note(device, space.values("num_workers"))):
             if note is not None:
                 display.console.print(f"[bold yellow]note:[/] {note}")
     display.console.print(f"wrote {out}/best.yaml, {out}/trials.csv, {out}/throughput.png")

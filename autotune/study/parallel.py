@@ -168,9 +168,11 @@ class SlotLoop:
         """A guided start at the adapter's batch once its loader is seen (in the finished
         trials `done`) to make its own batches (`batching.batch_held`): at another batch size
         it would measure the same; and without workers or pinning once its batches come on the
-        device already (`batching.loader_on_device`): with them it would fail."""
+        device already (`batching.loader_on_device`): with them it would fail, and the
+        intra-op threads a recipe set beside its workers go back to the baseline's."""
         batch, on_device = batch_held(done), loader_on_device(done)
-        loader = ON_DEVICE if on_device else {}
+        loader = {**ON_DEVICE, **({"intra_op_threads": self.space.baseline.intra_op_threads}
+                                  if config.num_workers else {})} if on_device else {}
         changes = {**loader, **({} if batch is None else {"batch_size": batch})}
         if not changes:
             return config

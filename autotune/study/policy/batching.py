@@ -86,8 +86,14 @@ def loader_on_device(records: Sequence[TrialRecord]) -> str | None:
     return next((result.batch_device for result in ran if result.batch_device), None)
 
 
-def on_device_note(device: str) -> str:
-    """One line for the search's end and best.yaml."""
+def on_device_note(device: str, workers: Sequence[int] = (0,)) -> str:
+    """One line for the search's end and best.yaml; `workers`, the space's num_workers values
+    (a space without 0 left the sampler nothing to hold: every config with workers failed)."""
+    if 0 not in workers:
+        return (f"the adapter's batches come already on {device}: DataLoader workers cannot "
+                f"read them, and the space offers num_workers {list(workers)} only, so every "
+                "config failed but the baseline; add 0 to num_workers in the space, or return "
+                "host-memory tensors from dataset() and let the tool move each batch")
     return (f"the adapter's batches come already on {device}: DataLoader workers cannot read "
             "them and pinning takes only host memory, so num_workers and pin_memory were held "
             "at 0 and false; to search them, return host-memory tensors from dataset() and let "

@@ -159,6 +159,9 @@ def test_batches_on_the_device_hold_the_loader_knobs_that_cannot_serve_them(
     assert any(q.config.amp_dtype == "bf16" for q in requests)
     device = loader_on_device(read_records(study))
     assert device == "cuda" and "held at 0 and false" in on_device_note(device)
+    # A space whose num_workers has no 0 left nothing to hold: the note says so, and the fix.
+    assert "add 0 to num_workers" in on_device_note(device, (2, 4))
+    assert "held at 0" not in on_device_note(device, (2, 4))
 
 
 def test_batches_in_host_memory_hold_nothing() -> None:
@@ -176,3 +179,31 @@ def test_batches_in_host_memory_hold_nothing() -> None:
     assert loader_on_device([on_gpu, failed]) == "cuda"  # a failed trial holds no batch
     assert loader_on_device([on_gpu, failed, *made]) is None
     assert held(made, lambda k: {"num_workers": (0, 1, 2), "pin_memory": (False, True)}[k]) == {}
+
+
+def test_a_start_moved_off_its_workers_gives_back_the_threads_set_beside_them() -> None:
+    # A diagnosed recipe for an input-bound baseline sets intra-op threads on the cores its
+    # workers leave; with the batches on the device its workers go, and so do those threads.
+    from types import SimpleNamespace
+
+    from autotune.study.parallel import SlotLoop
+    from autotune.study.space.file import parse_space
+
+    class Resident(Adapter):
+        batch_size = 8
+
+    raw = {**LOADER_SPACE, "intra_op_threads": {"choices": [None, 1, 2, 4, 8]}}
+    space = parse_space(raw, source="s.yaml", adapter=Resident, device_type="cuda", cpus=16)
+    on_gpu = [TrialRecord(number=0, state=TrialState.COMPLETE, value=100.0, role="baseline",
+                          config=TrainConfig(batch_size=8),
+                          result=TrialResult(status=Status.OK, throughput=100.0,
+                                             batch_device="cuda"))]
+    loop = SimpleNamespace(space=space)
+    start = TrainConfig(batch_size=8, num_workers=8, prefetch_factor=2, pin_memory=True,
+                        intra_op_threads=8)
+    assert space.holds(start)
+    moved = SlotLoop.at_held_batch(loop, start, on_gpu)  # type: ignore[arg-type]
+    assert (moved.num_workers, moved.pin_memory, moved.intra_op_threads) == (0, False, None)
+    # Threads a start chose without workers are its own.
+    own = TrainConfig(batch_size=8, intra_op_threads=4)
+    assert SlotLoop.at_held_batch(loop, own, on_gpu).intra_op_threads == 4  # type: ignore[arg-type]
