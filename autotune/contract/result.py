@@ -116,6 +116,11 @@ class Diagnosis:
     model and loader together; a loader slower than the step that never waited for it): they
     were re-measured once, still disagreed, and are not used for the verdict. "" when the
     rates agree."""
+    step_ops: int | None = None
+    """ATen calls of one eager forward and backward (`trial.opcount`): with `distinct_ops`, the
+    search's prior on a first compile's seconds. None for a compiled or DDP step."""
+    distinct_ops: int | None = None
+    """Of those, the distinct ones (operator, argument shapes and dtypes)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.verdict, Verdict):

@@ -187,7 +187,9 @@ def _diagnosis(result: TrialResult) -> dict[str, Any] | None:
     if d is None:
         return None
     data = {**dataclasses.asdict(d), "verdict": d.verdict.value}
-    return {k: (rounded(v) if isinstance(v, float) else v) for k, v in data.items()}
+    # The op counts are the search's prior on a compile (`trial.opcount`), not a verdict.
+    return {k: (rounded(v) if isinstance(v, float) else v) for k, v in data.items()
+            if k not in ("step_ops", "distinct_ops")}
 
 
 def yaml_header(doc: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ from autotune.contract.fmt import human
 from autotune.contract.request import MeasureSettings, TrialRequest, known_incompatible
 from autotune.contract.result import Status, TrialResult, Verdict
 from autotune.study.execution.protocol import Runner
+from autotune.study.policy.compile_prior import first_compile
 from autotune.study.policy.pruning import PRUNE_RATIO
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 from autotune.study.policy.eager import cannot_win, recompiling
@@ -133,10 +134,13 @@ class Objective:
             cold = self.too_slow_to_compile(config, limit)
             if cold is not None:
                 # It would be cut while compiling, a timeout that says nothing about the config.
+                prior = first_compile(self.finished(), self.device)
+                basis = (f"as trial {cold[1]}'s compile took here" if prior is None
+                         or any(r.config.graph is not None for r in measured(self.finished()))
+                         else prior.describe())
                 return Outcome(unaffordable=cold[0], result=TrialResult(
                     status=Status.TIMEOUT, ran=False, reason=f"not run: compiling and running it would "
-                    f"take about {cold[0]:.0f} s, as trial {cold[1]}'s compile took here, more "
-                    f"than the {limit:.0f} s left"))
+                    f"take about {cold[0]:.0f} s ({basis}), more than the {limit:.0f} s left"))
         request = TrialRequest(adapter=str(self.adapter), config=config, device=self.device,
                                measure=self.measure, number=number,
                                diagnose_from=self.diagnose_from(), compile_grace=compile_grace)
@@ -187,8 +191,12 @@ class Objective:
         if any(self.graph(r.config) == graph for r in past_compile):
             return None  # compiled by a trial that was pruned: its compile was not timed
         compiled = [t for t in timed if t[0].config.graph is not None]
-        if not compiled:
-            return None
+        if not compiled:  # nothing compiled yet: the prior from an eager trial's op count
+            prior = first_compile(self.finished() if finished is None else finished,
+                                  self.device)
+            if prior is None or not timed or any(r.config.graph is not None for r in past_compile):
+                return None
+            return prior.seconds + min(t[2] for t in timed), prior.trial
         same_mode = [t for t in compiled if t[0].config.compile == config.compile]
         compiled = same_mode or compiled
         longest, compile_seconds, _ = max(compiled, key=lambda t: t[1])

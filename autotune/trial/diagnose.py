@@ -14,6 +14,7 @@ aside, named in the diagnosis, and no verdict rests on it.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -196,10 +197,16 @@ def diagnose(
         compute = probe_model()
     busy = (gpu_busy_fraction(step, steps=1 if slow else 3) if step.device.type == "cuda"
             else None)
-    return classify(throughput=throughput, data_wait_fraction=data_wait_fraction,
-                    loader_rate=loader, compute_rate=compute, gpu_busy_fraction=busy,
-                    unit=step.adapter.unit, cpu_busy_fraction=cpu_busy_fraction,
-                    num_workers=step.config.num_workers, cpus=available_cpus())
+    verdict = classify(throughput=throughput, data_wait_fraction=data_wait_fraction,
+                       loader_rate=loader, compute_rate=compute, gpu_busy_fraction=busy,
+                       unit=step.adapter.unit, cpu_busy_fraction=cpu_busy_fraction,
+                       num_workers=step.config.num_workers, cpus=available_cpus())
+    from autotune.trial.opcount import step_ops
+
+    counted = step_ops(step, step.to_device(step.next_batch()[0], non_blocking=False))
+    if counted is None:
+        return verdict
+    return dataclasses.replace(verdict, step_ops=counted[0], distinct_ops=counted[1])
 
 
 def loader_rate(

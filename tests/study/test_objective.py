@@ -294,8 +294,8 @@ def test_a_new_graph_that_cannot_finish_in_what_is_left_is_not_started(tmp_path:
     assert obj.cold_compile(new_graph) == (36.0, 1)
     outcome = obj(2, new_graph, limit=20.0, budget_cut=True)
     assert outcome.unaffordable and outcome.result.status is Status.TIMEOUT
-    assert outcome.result.reason == ("not run: compiling and running it would take about 36 s, "
-                                     "as trial 1's compile took here, more than the 20 s left")
+    assert outcome.result.reason == ("not run: compiling and running it would take about 36 s "
+                                     "(as trial 1's compile took here), more than the 20 s left")
     assert runner.requests == []
     # A config without compile compiles nothing: it runs. So does the new graph when the budget
     # is not what limits it.
@@ -331,6 +331,50 @@ def test_a_pruned_trial_compiled_its_graph(tmp_path: Path) -> None:
     assert obj.cold_compile(COMPILED.replace(batch_size=16)) == (36.0, 1)
     # Nothing compiled yet: nothing to go by.
     assert objective(tmp_path, FakeRunner(), done[:1]).cold_compile(COMPILED) is None
+
+
+def _counted(number: int, config: TrainConfig, ops: int, distinct: int, *, seconds: float,
+             vary: bool = False) -> TrialRecord:
+    """An eager trial whose diagnosis counted `ops` ATen calls a step, `distinct` of them
+    distinct."""
+    diagnosis = Diagnosis(verdict=Verdict.COMPUTE, suggestion="", throughput=100.0,
+                          loader_rate=None, compute_rate=None, data_wait_fraction=0.0,
+                          gpu_busy_fraction=0.9, step_ops=ops,
+                          distinct_ops=distinct)
+    return record(number, config, TrialResult(status=Status.OK, throughput=100.0,
+                                               compile_seconds=0.5, duration_seconds=seconds,
+                                               diagnosis=diagnosis, shapes_vary=vary))
+
+
+def test_the_first_compile_is_estimated_from_the_eager_steps_op_count(tmp_path: Path) -> None:
+    # A held-out transformers BERT (2,416 ATen calls a step, 132 distinct, shapes varying) had
+    # its first compile killed at a 56-s limit, still in its first step (H100, 2026-11-27).
+    # From its eager trials' count the compile is about (4 + 0.005 x 2416 + 0.12 x 132) x 3 =
+    # 96 s, + 11.5 s of the rest.
+    done = [_counted(0, TrainConfig(batch_size=32), 2416, 132, seconds=12.0, vary=True),
+            _counted(1, EAGER, 2400, 130, seconds=20.0, vary=True)]
+    runner = FakeRunner()
+    obj = objective(tmp_path, runner, done, device="cuda")
+    cold = obj.cold_compile(COMPILED)
+    assert cold is not None and cold[1] == 0 and cold[0] == pytest.approx(95.8 + 11.5, abs=0.1)
+    outcome = obj(2, COMPILED, limit=56.0, budget_cut=True)
+    assert outcome.unaffordable and runner.requests == []
+    assert "trial 0's eager step dispatched 2,416 operations, 132 distinct" in outcome.result.reason
+    assert "x3 with shapes that vary" in outcome.result.reason
+    assert "more than the 56 s left" in outcome.result.reason
+    # With the time, it runs; with fixed shapes the estimate is a third.
+    assert not obj(2, COMPILED, limit=120.0, budget_cut=True).unaffordable
+    fixed = [_counted(0, TrainConfig(batch_size=32), 2416, 132, seconds=12.0)]
+    cold = objective(tmp_path, FakeRunner(), fixed, device="cuda").cold_compile(COMPILED)
+    assert cold is not None and cold[0] == pytest.approx(31.9 + 11.5, abs=0.1)
+    # No count (an old study, a compiled baseline) or a CPU device: nothing to go by, as before.
+    assert objective(tmp_path, FakeRunner(), done, device="cpu").cold_compile(COMPILED) is None
+    plain = [_ran(0, EAGER, compile_seconds=0.3, seconds=6.3)]
+    assert objective(tmp_path, FakeRunner(), plain, device="cuda").cold_compile(COMPILED) is None
+    # Once a trial compiled here, its measured time is what counts.
+    timed = [*done, _ran(2, COMPILED.replace(batch_size=32), compile_seconds=30.0, seconds=40.0)]
+    cold = objective(tmp_path, FakeRunner(), timed, device="cuda").cold_compile(COMPILED)
+    assert cold == (40.0, 2)  # its 30-s compile + its own 10 s besides, the shortest rest
 
 
 def test_the_compile_to_expect_is_the_same_mode_s(tmp_path: Path) -> None:

@@ -220,7 +220,7 @@ def test_diagnosis_travels_as_json() -> None:
     assert data["verdict"] == "input-bound"
     assert set(data) == {"verdict", "suggestion", "throughput", "loader_rate", "compute_rate",
                          "data_wait_fraction", "gpu_busy_fraction", "cpu_busy_fraction",
-                         "unreliable"}
+                         "unreliable", "step_ops", "distinct_ops"}
     assert Diagnosis(**data) == d
     assert TrialResult.from_dict({"status": "ok", "throughput": 90.0, "diagnosis": data}).diagnosis == d
 
@@ -311,6 +311,7 @@ class ScriptedStep:
         self.batches = 0
         self.micro_steps = 0
         self.optimizer_steps = 0
+        self.optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
 
     def next_batch(self) -> tuple[Any, int]:
         if self.queued:
@@ -728,3 +729,36 @@ def test_the_gpu_busy_probe_runs_a_first_seen_shape_once_before_profiling(
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     assert diagnose.gpu_busy_fraction(step, steps=3) is None  # no kernels recorded
     assert profiled == [untimed] and step.resident == untimed + 3
+
+
+def test_the_diagnosis_counts_an_eager_steps_operations(
+        composed: Callable[[Path, TrainConfig], TrainStep]) -> None:
+    # What a first compile must trace, for the search's prior on its seconds
+    # (`study.policy.compile_prior`): a Linear's forward, a cross-entropy and their backward
+    # are tens of ATen calls; the probe's gradients are dropped after.
+    from autotune.trial.opcount import step_ops
+
+    step = composed(SLOW_MODEL, TrainConfig(batch_size=8))
+    _, d = measure_and_diagnose(step, prefetch=0)
+    assert d.step_ops is not None and 10 <= d.step_ops <= 200, d.step_ops
+    assert d.distinct_ops is not None and 5 <= d.distinct_ops <= d.step_ops
+    assert all(p.grad is None for p in step.model.parameters())
+    batch = step.to_device(step.next_batch()[0], non_blocking=False)
+    assert step_ops(step, batch) == (d.step_ops, d.distinct_ops)  # the same step, again
+    # A compiled step is not counted: the mode would make Dynamo trace it anew.
+    import copy
+    twin = copy.copy(step)
+    twin.config = dataclasses.replace(step.config, compile="default")
+    assert step_ops(twin, batch) is None
+
+
+def test_a_repeated_call_is_one_distinct_op() -> None:
+    # A block repeated, or a cell stepped in a Python loop: Inductor compiles its kernels once.
+    from autotune.trial.opcount import _Count
+
+    a, b = torch.ones(4, 4), torch.ones(4, 8)
+    with _Count() as count:
+        for _ in range(10):
+            torch.mm(a, a)
+        torch.mm(a, b)
+    assert (count.calls, len(count.distinct)) == (11, 2)
