@@ -19,7 +19,8 @@ from autotune.contract.request import MeasureSettings
 from autotune.contract.stats import median_uncertainty, relative_spread
 from autotune.trial.trend import EXTEND, still_rising
 from autotune.trial.warmup import RECOMPILE_SECONDS, Gather, Skip, Step, StepResult, warm_up
-from autotune.trial.window import FirstRuns, Window, WindowPlan, plan_windows, time_window
+from autotune.trial.window import (FirstRuns, Window, WindowPlan, burst_plan, plan_windows,
+                                   time_window)
 
 __all__ = ["Measurement", "MeasureSettings", "NonFiniteLoss", "StepResult", "Window", "measure",
            "relative_spread"]
@@ -189,7 +190,9 @@ def _timed_windows(step: Step, plan: WindowPlan, s: MeasureSettings, *,
     converged, how many were dropped as still rising, and how many were set apart for a shape
     run there first (`measure` says what each argument is). A window that ran a shape first is
     set apart only while the budget still fits the windows that must count; once the windows
-    show such runs costing nothing (`shapes_cost`), those set apart count after all."""
+    show such runs costing nothing (`shapes_cost`), those set apart count after all. Windows
+    planned short for a loader that kept up in warm-up start over, 3 rounds of its workers
+    long, once one stalls for data (`window.burst_plan`)."""
     windows: list[Window] = []
     dropped: list[Window] = []
     first = FirstRuns()
@@ -205,9 +208,15 @@ def _timed_windows(step: Step, plan: WindowPlan, s: MeasureSettings, *,
         elapsed = clock() - timed_start
         if gather is not None:
             window, elapsed = _agreed(window, elapsed, gather)
+        longer = None if gather is not None else burst_plan(plan, window, s)
         # Room to set a window apart: the budget still fits the windows that must count.
         room = elapsed + max(0, s.min_windows - len(windows)) * window.seconds < budget
-        if recompiled and gather is None and len(dropped) < MAX_RECOMPILED_WINDOWS:
+        if longer is not None:  # every window so far read the queue's bursts: time anew
+            per_step = window.seconds / max(1, window.steps)
+            plan, windows, first = longer, [], FirstRuns()
+            budget = min(EXTEND * s.budget_seconds,
+                         max(budget, elapsed + s.min_windows * longer.steps * per_step))
+        elif recompiled and gather is None and len(dropped) < MAX_RECOMPILED_WINDOWS:
             dropped.append(window)  # not reported either: the pruner would read a compile
         elif recompiled or gather is not None or not first.take(window, windows + dropped,
                                                                room=room):

@@ -8,6 +8,8 @@ the rate the workers make batches, not at the rate a full queue hands them over.
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from helpers import FakeClock
 
@@ -81,7 +83,9 @@ def test_an_input_bound_steps_first_window_reads_the_workers_not_their_queue() -
     # The step is 4.5x faster than 16 workers with 8 batches each in flight: draining 128
     # queued batches at the step's pace leaves the ones made meanwhile.
     m, steady = measured(workers=16, prefetch=8, loader_per_step=4.5, skip=False)
-    assert m.windows[0].throughput > 1.15 * steady  # the flaw the skip removes
+    # Without the skip the first window read the queue (1.15x and more); now the windows start
+    # over once one stalls for data (`window.burst_plan`), so they read the workers anyway.
+    assert m.throughput == pytest.approx(steady, rel=0.01)
     m, steady = measured(workers=16, prefetch=8, loader_per_step=4.5, skip=True)
     assert m.throughput == pytest.approx(steady, rel=0.01)
     # The workers given new tasks all at once while the queue was skipped deliver in bunches
@@ -145,3 +149,24 @@ def test_across_ranks_warm_up_goes_on_while_any_rank_waited_for_its_new_batches(
     assert skipped == [2 * 8 + 4]
     drained = 3 + 8  # settled after 3 steps, then the prefetched batches
     assert warm.kept_up and warm.steps == drained + 4 + 1  # a round of the workers, plus one
+
+
+@pytest.mark.parametrize("loader_per_step", [1.5, 2.0])
+def test_windows_sized_for_a_loader_that_kept_up_grow_once_one_stalls(
+        monkeypatch: pytest.MonkeyPatch, loader_per_step: float) -> None:
+    # Warm-up drained a queue the first step had filled and saw no wait, so windows were
+    # planned at 7 steps; 9 workers restarted together then hand over bunches of 9 with
+    # stalls between. A held-out timm ViT so read 3.2k images/s on bunches and 0.6k on
+    # stalls, median 1.97k against 1.19-1.41k fresh (H100, 2026-11-27). Once a window stalls,
+    # the windows start over at 3 rounds of the workers.
+    monkeypatch.setattr(sys.modules[__name__], "COMPILE", 0.15)  # a first step of 0.15 s
+    clock = FakeClock()
+    loader = SimulatedLoader(clock, workers=9, prefetch=2,
+                             batch_seconds=9 * loader_per_step * COMPUTE)
+    settings = MeasureSettings(num_workers=9, prefetch_batches=18, window_seconds=0.05,
+                               budget_seconds=1.0)
+    m = measure(loader, sync=loader.sync, finite=lambda: True, clock=clock, settings=settings,
+                skip=loader.skip_queued)
+    steady = 1 / (loader_per_step * COMPUTE)
+    assert all(w.steps >= 27 for w in m.windows)
+    assert m.throughput == pytest.approx(steady, rel=0.01) and m.converged
