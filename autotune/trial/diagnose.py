@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING
 
 from autotune.contract.fmt import human
 from autotune.contract.host import available_cpus
+from autotune.contract.consistency import CONSISTENT, contradicted
 from autotune.contract.result import Diagnosis, Verdict
 from autotune.trial.warmup import QUEUE_EMPTY_WAIT
 
 if TYPE_CHECKING:
     from autotune.trial.compose import TrainStep
 
-__all__ = ["classify", "contradicted", "diagnose"]
+__all__ = ["CONSISTENT", "classify", "contradicted", "diagnose"]
 
 # A config is input-bound when the loader alone is this much slower than the model alone...
 INPUT_MARGIN = 0.9
@@ -45,20 +46,6 @@ HEAVY_DATA_WAIT = 0.3
 HANDOVER = 2.5
 # CPUs this busy during the timed windows leave nothing for another DataLoader worker to use.
 CPU_SATURATED = 0.9
-# A part's rate this far below the end-to-end rate contradicts it beyond noise (the search's
-# windows agree to 5%; a short probe reads a little lower or higher, not 20% lower).
-CONSISTENT = 0.8
-
-
-def contradicted(*, throughput: float, data_wait_fraction: float, loader_rate: float | None,
-                 compute_rate: float | None) -> tuple[bool, bool]:
-    """Whether the loader's and the model's rates contradict the end-to-end rate:
-    (loader, model). The model with data resident does less than the whole step, so it cannot
-    be slower; a loader slower than the step makes the step wait for data."""
-    loader = (loader_rate is not None and loader_rate < CONSISTENT * throughput
-              and data_wait_fraction < MIN_DATA_WAIT)
-    model = compute_rate is not None and compute_rate < CONSISTENT * throughput
-    return loader, model
 
 
 def classify(
@@ -75,13 +62,11 @@ def classify(
 ) -> Diagnosis:
     """Name what limits the step from the measured numbers. A rate that `contradicted` flags is
     reported as measured but left out of the verdict, and the suggestion says so."""
-    bad_loader, bad_model = contradicted(throughput=throughput,
-                                         data_wait_fraction=data_wait_fraction,
-                                         loader_rate=loader_rate, compute_rate=compute_rate)
+    bad_loader, bad_model = contradicted(throughput=throughput, loader_rate=loader_rate,
+                                         compute_rate=compute_rate)
     unreliable = "; ".join(
         [f"the loader alone read {human(loader_rate)} {unit}/s, below the {human(throughput)} "
-         f"{unit}/s end to end, though the step waited for data only "
-         f"{data_wait_fraction:.0%} of the time"] * bad_loader
+         f"{unit}/s end to end, which it fed"] * bad_loader
         + [f"the model with data resident read {human(compute_rate)} {unit}/s, below the "
            f"{human(throughput)} {unit}/s of model and loader together"] * bad_model)
     note = (f" (not used: {unreliable}; re-measured once, still so: the probe was likely "
@@ -186,9 +171,8 @@ def diagnose(
         return compute_rate(step, seconds=seconds, clock=clock, min_steps=1 if slow else 3)
 
     loader, compute = probe_loader(), probe_model()
-    bad_loader, bad_model = contradicted(throughput=throughput,
-                                         data_wait_fraction=data_wait_fraction,
-                                         loader_rate=loader, compute_rate=compute)
+    bad_loader, bad_model = contradicted(throughput=throughput, loader_rate=loader,
+                                         compute_rate=compute)
     # A rate that contradicts the end-to-end one is measured once more (bounded: one probe
     # each); classify sets it aside if it still does.
     if bad_loader:

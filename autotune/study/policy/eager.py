@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from autotune.contract.config import TrainConfig
+from autotune.contract.consistency import contradicted
 from autotune.contract.fmt import human
 from autotune.contract.request import known_incompatible
 from autotune.contract.result import RECOMPILING, Status, Verdict
@@ -72,9 +73,12 @@ def _measured(finished: Sequence[TrialRecord]) -> list[MeasuredRecord]:
 
 
 def _loader_alone(record: TrialRecord) -> float | None:
-    """The loader-alone rate of a trial diagnosed input-bound (else None)."""
+    """The loader-alone rate of a trial diagnosed input-bound (else None, as for a probe below
+    what the loader fed end to end: `contradicted`)."""
     diagnosis = record.result.diagnosis if record.result is not None else None
-    if diagnosis is None or diagnosis.verdict is not Verdict.INPUT:
+    if diagnosis is None or diagnosis.verdict is not Verdict.INPUT or contradicted(
+            throughput=diagnosis.throughput, loader_rate=diagnosis.loader_rate,
+            compute_rate=None)[0]:
         return None
     return diagnosis.loader_rate
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import optuna
 
+from autotune.contract.consistency import contradicted
 from autotune.contract.result import Verdict
 from autotune.study.policy.batching import ON_DEVICE, batch_held, loader_on_device
 from autotune.study.policy.eager import _measured, kept_recompiling
@@ -105,6 +106,8 @@ def model_outpaces_loader(records: Sequence[TrialRecord]) -> bool:
     if diagnosis is None or diagnosis.verdict is not Verdict.INPUT:
         return False
     loader, model = diagnosis.loader_rate, diagnosis.compute_rate
+    if contradicted(throughput=diagnosis.throughput, loader_rate=loader, compute_rate=None)[0]:
+        return False  # a probe below what the loader fed end to end (`diagnose.contradicted`)
     return bool(loader and model and model >= MODEL_HEADROOM * loader)
 
 
