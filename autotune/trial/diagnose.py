@@ -187,7 +187,7 @@ def diagnose(
                        num_workers=step.config.num_workers, cpus=available_cpus())
     from autotune.trial.opcount import step_ops
 
-    counted = step_ops(step, step.to_device(step.next_batch()[0], non_blocking=False))
+    counted = step_ops(step)
     if counted is None:
         return verdict
     return dataclasses.replace(verdict, step_ops=counted[0], distinct_ops=counted[1])

@@ -209,10 +209,13 @@ def _timed_windows(step: Step, plan: WindowPlan, s: MeasureSettings, *,
         if gather is not None:
             window, elapsed = _agreed(window, elapsed, gather)
         longer = None if gather is not None else burst_plan(plan, window, s)
+        per_step = window.seconds / max(1, window.steps)
+        if longer is not None and until is not None \
+                and clock() + per_step * longer.min_steps >= until:
+            longer = None  # a longer window would end past the trial's limit: keep these
         # Room to set a window apart: the budget still fits the windows that must count.
         room = elapsed + max(0, s.min_windows - len(windows)) * window.seconds < budget
-        if longer is not None:  # every window so far read the queue's bursts: time anew
-            per_step = window.seconds / max(1, window.steps)
+        if longer is not None:  # the short windows read the queue's bunches: time anew
             plan, windows, first = longer, [], FirstRuns()
             budget = min(EXTEND * s.budget_seconds,
                          max(budget, elapsed + s.min_windows * longer.steps * per_step))
@@ -241,7 +244,8 @@ def _timed_windows(step: Step, plan: WindowPlan, s: MeasureSettings, *,
             out_of_time = False
         if len(windows) >= s.max_windows or (out_of_time and len(windows) >= s.min_windows):
             break
-        usual = windows[-1].seconds if windows else window.seconds
+        usual = windows[-1].seconds if windows else (
+            per_step * plan.min_steps if plan.min_steps > window.steps else window.seconds)
         if gather is None and until is not None and clock() + usual >= until:
             break  # another window would end past it: unconverged, but measured, not killed
     windows = first.top_up(windows, s.min_windows)

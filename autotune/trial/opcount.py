@@ -38,16 +38,18 @@ class _Count(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def step_ops(step: TrainStep, batch: Any) -> tuple[int, int] | None:
-    """The ATen calls of one eager forward and backward of `batch` (on the device already) and
-    how many of them are distinct, its gradients dropped after. None for a compiled step (the
-    mode would make Dynamo trace anew), a DDP step (its ranks would have to step together), or
-    when counting failed (a kernel outside the dispatcher, say): a prior left out, never a
-    failed trial."""
+def step_ops(step: TrainStep, batch: Any = None) -> tuple[int, int] | None:
+    """The ATen calls of one eager forward and backward of `batch` (on the device already; by
+    default the loader's next, moved there) and how many of them are distinct, its gradients
+    dropped after. None for a compiled step (the mode would make Dynamo trace anew), a DDP step
+    (its ranks would have to step together), or when pulling or counting failed (a kernel
+    outside the dispatcher, say): a prior left out, never a failed trial."""
     if step.config.compile != "none" or getattr(step, "_ddp", None) is not None:
         return None
     count = _Count()
     try:
+        if batch is None:
+            batch = step.to_device(step.next_batch()[0], non_blocking=False)
         with count:
             step.micro_step(batch, 1)
     except Exception:  # noqa: BLE001 - the count is a hint; the trial measured what it must

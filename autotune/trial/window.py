@@ -103,12 +103,15 @@ def burst_plan(plan: WindowPlan, window: Window, s: MeasureSettings) -> WindowPl
     sized shorter: warm-up judged the loader to keep up from steps its full queue served (a
     held-out timm ViT with 9 workers: 7-step windows read 3.2k images/s on queued batches and
     0.6k on the stalls between, the median 1.97k where fresh runs read 1.19-1.41k; H100,
-    2026-11-27). None when the plan already spans the rounds or the loader has no workers."""
+    2026-11-27). None when the plan already spans the rounds or the loader has no workers. A
+    short epoch's whole-epoch windows stay whole epochs (`plan_windows`)."""
     rounds = math.ceil(3 * s.num_workers / s.grad_accum)
-    if not s.num_workers or plan.min_steps >= rounds or window.data_wait < STALLED * window.seconds:
+    if not s.num_workers or plan.steps >= rounds or window.data_wait < STALLED * window.seconds:
         return None
-    return WindowPlan(steps=max(plan.steps, rounds), min_steps=rounds,
-                      max_seconds=plan.max_seconds)
+    cycle = s.epoch_steps
+    if cycle and cycle <= 2 * rounds:
+        rounds = math.ceil(rounds / cycle) * cycle
+    return WindowPlan(steps=rounds, min_steps=rounds, max_seconds=plan.max_seconds)
 
 
 def time_window(step: Step, plan: WindowPlan, sync: Callable[[], None],

@@ -367,10 +367,20 @@ def test_the_first_compile_is_estimated_from_the_eager_steps_op_count(tmp_path: 
     fixed = [_counted(0, TrainConfig(batch_size=32), 2416, 132, seconds=12.0)]
     cold = objective(tmp_path, FakeRunner(), fixed, device="cuda").cold_compile(COMPILED)
     assert cold is not None and cold[0] == pytest.approx(31.9 + 11.5, abs=0.1)
+    # A checkpointed trial counts its recomputed forward too: a plain one's count is taken.
+    ckpt = _counted(2, EAGER.replace(checkpoint=1.0), 4000, 200, seconds=20.0)
+    cold = objective(tmp_path, FakeRunner(), [*fixed, ckpt], device="cuda").cold_compile(COMPILED)
+    assert cold is not None and cold[1] == 0
     # No count (an old study, a compiled baseline) or a CPU device: nothing to go by, as before.
     assert objective(tmp_path, FakeRunner(), done, device="cpu").cold_compile(COMPILED) is None
     plain = [_ran(0, EAGER, compile_seconds=0.3, seconds=6.3)]
     assert objective(tmp_path, FakeRunner(), plain, device="cuda").cold_compile(COMPILED) is None
+    # A compiled trial that failed timed no compile: the estimate, and the words, stay the prior's.
+    failed = record(2, COMPILED.replace(batch_size=16),
+                    TrialResult(status=Status.ERROR, reason="boom", duration_seconds=30.0))
+    obj = objective(tmp_path, FakeRunner(), [*done, failed], device="cuda")
+    outcome = obj(3, COMPILED, limit=56.0, budget_cut=True)
+    assert outcome.unaffordable and "eager step dispatched 2,416" in outcome.result.reason
     # Once a trial compiled here, its measured time is what counts.
     timed = [*done, _ran(2, COMPILED.replace(batch_size=32), compile_seconds=30.0, seconds=40.0)]
     cold = objective(tmp_path, FakeRunner(), timed, device="cuda").cold_compile(COMPILED)

@@ -170,3 +170,24 @@ def test_windows_sized_for_a_loader_that_kept_up_grow_once_one_stalls(
     steady = 1 / (loader_per_step * COMPUTE)
     assert all(w.steps >= 27 for w in m.windows)
     assert m.throughput == pytest.approx(steady, rel=0.01) and m.converged
+
+
+def test_windows_do_not_start_over_when_a_longer_one_would_end_past_the_limit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # 0.3 s left after warm-up: 3 rounds of 9 workers (27 steps of ~16 ms) would end past it,
+    # and a trial killed at its limit loses every window it measured. The short ones are kept.
+    monkeypatch.setattr(sys.modules[__name__], "COMPILE", 0.15)
+    clock = FakeClock()
+    loader = SimulatedLoader(clock, workers=9, prefetch=2, batch_seconds=9 * 2.0 * COMPUTE)
+    settings = MeasureSettings(num_workers=9, prefetch_batches=18, window_seconds=0.05,
+                               budget_seconds=1.0)
+    until: list[float] = []
+
+    def stop_at() -> float:
+        until.append(clock.now + 0.3)
+        return until[0]
+
+    m = measure(loader, sync=loader.sync, finite=lambda: True, clock=clock, settings=settings,
+                skip=loader.skip_queued, stop_at=stop_at)
+    assert m.windows and all(w.steps < 27 for w in m.windows)
+    assert clock.now <= until[0]

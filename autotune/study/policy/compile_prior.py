@@ -67,11 +67,15 @@ class Prior:
 
 def first_compile(records: Sequence[TrialRecord], device_type: str) -> Prior | None:
     """The prior on a first compile from the largest count an eager trial's diagnosis made
-    (autocast adds casts); None off CUDA or while no trial counted."""
+    (autocast adds casts), without activation checkpointing where one ran so; None off CUDA or
+    while no trial counted."""
     if device_type != "cuda":
         return None
-    counted = [(r.number, d.step_ops, d.distinct_ops) for r in measured(records)
-               if (d := r.result.diagnosis) is not None and d.step_ops and d.distinct_ops]
+    counts = [(r, d) for r in measured(records)
+              if (d := r.result.diagnosis) is not None and d.step_ops and d.distinct_ops]
+    # Checkpointing counts the forward it recomputes too, which a compile traces once.
+    plain = [c for c in counts if not c[0].config.checkpoint] or counts
+    counted = [(r.number, d.step_ops, d.distinct_ops) for r, d in plain]
     if not counted:
         return None
     trial, ops, distinct = max(counted, key=lambda c: COMPILE_SECONDS_PER_OP * c[1]

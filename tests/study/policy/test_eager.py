@@ -361,6 +361,11 @@ def test_a_config_whose_loader_alone_is_below_the_best_cannot_win() -> None:
     fast = [done(1, slow_loader, Verdict.INPUT, throughput=1700.0, loader_rate=9000.0),
             records[1]]
     assert cannot_win(slow_loader.replace(compile="default"), fast) is None
+    # A probe below what the loader fed end to end bounds nothing (a timm ViT's read 243
+    # images/s beside 1.6k; H100, 2026-11-27).
+    wrong = [done(1, slow_loader, Verdict.INPUT, throughput=1700.0, loader_rate=243.0),
+             records[1]]
+    assert cannot_win(slow_loader.replace(compile="default"), wrong) is None
 
 
 def test_compile_gains_are_measured_against_the_eager_twin_and_used_by_later_proposals() -> None:
