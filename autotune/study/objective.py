@@ -135,8 +135,8 @@ class Objective:
             if cold is not None:
                 # It would be cut while compiling, a timeout that says nothing about the config.
                 prior = first_compile(self.finished(), self.device)
-                basis = (f"as trial {cold[1]}'s compile took here" if prior is None
-                         or self._compile_timed() else prior.describe())
+                basis = (prior.describe() if prior is not None and prior.trial == cold[1]
+                         else f"as trial {cold[1]}'s compile took here")
                 return Outcome(unaffordable=cold[0], result=TrialResult(
                     status=Status.TIMEOUT, ran=False, reason=f"not run: compiling and running it would "
                     f"take about {cold[0]:.0f} s ({basis}), more than the {limit:.0f} s left"))
@@ -160,12 +160,6 @@ class Objective:
         started, it would be cut while compiling. Else None."""
         cold = self.cold_compile(config, finished)
         return cold if cold is not None and cold[0] > limit else None
-
-    def _compile_timed(self) -> bool:
-        """Whether a trial of this study timed a compile (`cold_compile` then goes by it)."""
-        return any(r.config.graph is not None and r.duplicate_of is None
-                   and r.result.compile_seconds is not None and r.result.duration_seconds
-                   for r in measured(self.finished()))
 
     def cold_compile(self, config: TrainConfig, finished: Sequence[TrialRecord] | None = None
                      ) -> tuple[float, int] | None:

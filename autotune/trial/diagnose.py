@@ -19,16 +19,16 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from autotune.contract.consistency import contradicted
 from autotune.contract.fmt import human
 from autotune.contract.host import available_cpus
-from autotune.contract.consistency import CONSISTENT, contradicted
 from autotune.contract.result import Diagnosis, Verdict
 from autotune.trial.warmup import QUEUE_EMPTY_WAIT
 
 if TYPE_CHECKING:
     from autotune.trial.compose import TrainStep
 
-__all__ = ["CONSISTENT", "classify", "contradicted", "diagnose"]
+__all__ = ["classify", "diagnose"]
 
 # A config is input-bound when the loader alone is this much slower than the model alone...
 INPUT_MARGIN = 0.9

@@ -22,16 +22,15 @@ from autotune.contract.fmt import human
 from autotune.contract.request import TrialRequest
 from autotune.study.execution.runner import InProcessRunner
 from autotune.trial.compose import TrainStep
+from autotune.contract.consistency import CONSISTENT, contradicted
 from autotune.trial.diagnose import (
     HANDOVER,
     HEAVY_DATA_WAIT,
     INPUT_MARGIN,
     MIN_DATA_WAIT,
-    CONSISTENT,
     MIN_GPU_BUSY,
     classify,
     compute_rate,
-    contradicted,
     diagnose,
     loader_rate,
 )

@@ -12,10 +12,8 @@ from typing import Any
 
 import optuna
 
-from autotune.contract.consistency import contradicted
-from autotune.contract.result import Verdict
 from autotune.study.policy.batching import ON_DEVICE, batch_held, loader_on_device
-from autotune.study.policy.eager import _measured, kept_recompiling
+from autotune.study.policy.eager import _loader_alone, _measured, kept_recompiling
 from autotune.study.store.records import TrialRecord
 
 __all__ = ["MODEL_HEADROOM", "NO_CONVOLUTION", "compile_settles_nowhere", "held", "holding",
@@ -102,12 +100,8 @@ def model_outpaces_loader(records: Sequence[TrialRecord]) -> bool:
     loader knobs are measured as well eager. A held-out input-bound loader on an H100 (2026-11-26)
     spent 68 of its search's 262 s on five compiled proposals, none above the eager leader."""
     best = max(_measured(records), key=lambda r: r.rate, default=None)
-    diagnosis = best.result.diagnosis if best is not None else None
-    if diagnosis is None or diagnosis.verdict is not Verdict.INPUT:
-        return False
-    loader, model = diagnosis.loader_rate, diagnosis.compute_rate
-    if contradicted(throughput=diagnosis.throughput, loader_rate=loader, compute_rate=None)[0]:
-        return False  # a probe below what the loader fed end to end (`diagnose.contradicted`)
+    loader = _loader_alone(best) if best is not None else None  # input-bound, a rate to trust
+    model = best.result.diagnosis.compute_rate if loader else None
     return bool(loader and model and model >= MODEL_HEADROOM * loader)
 
 
