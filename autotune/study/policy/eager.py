@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from autotune.contract.config import TrainConfig
-from autotune.contract.consistency import contradicted
 from autotune.contract.fmt import human
 from autotune.contract.request import known_incompatible
-from autotune.contract.result import RECOMPILING, Status, Verdict
+from autotune.contract.result import RECOMPILING, Status
+from autotune.study.policy.headroom import loader_alone
 from autotune.study.policy.starts import EAGER, FOLLOW, Start
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
@@ -70,17 +70,6 @@ def _loader(config: TrainConfig) -> tuple[object, ...]:
 def _measured(finished: Sequence[TrialRecord]) -> list[MeasuredRecord]:
     """Trials measured to the end by a process of their own (copies and refusals left out)."""
     return [r for r in measured(finished) if r.ok and r.value and r.duplicate_of is None]
-
-
-def _loader_alone(record: TrialRecord) -> float | None:
-    """The loader-alone rate of a trial diagnosed input-bound (else None, as for a probe below
-    what the loader fed end to end: `contradicted`)."""
-    diagnosis = record.result.diagnosis if record.result is not None else None
-    if diagnosis is None or diagnosis.verdict is not Verdict.INPUT or contradicted(
-            throughput=diagnosis.throughput, loader_rate=diagnosis.loader_rate,
-            compute_rate=None)[0]:
-        return None
-    return diagnosis.loader_rate
 
 
 def dtype_starts(space: SearchSpace, leader: TrainConfig, finished: Sequence[TrialRecord], *,
@@ -139,7 +128,7 @@ def loader_ceiling(config: TrainConfig, finished: Sequence[TrialRecord]
     bounds = [(LOADER_MARGIN * alone, r, alone)
               for r in _measured(finished)
               if r.config != config and _loader(r.config) == key
-              and (alone := _loader_alone(r))]
+              and (alone := loader_alone(r))]
     return min(bounds, key=lambda b: b[0]) if bounds else None
 
 

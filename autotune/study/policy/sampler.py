@@ -13,17 +13,12 @@ from typing import Any
 import optuna
 
 from autotune.study.policy.batching import ON_DEVICE, batch_held, loader_on_device
-from autotune.study.policy.eager import _loader_alone, _measured, kept_recompiling
+from autotune.study.policy.eager import _measured, kept_recompiling
+from autotune.study.policy.headroom import MODEL_HEADROOM, model_outpaces
 from autotune.study.store.records import TrialRecord
 
 __all__ = ["MODEL_HEADROOM", "NO_CONVOLUTION", "compile_settles_nowhere", "held", "holding",
            "model_outpaces_loader", "sampler"]
-
-MODEL_HEADROOM = 1.25
-"""How much faster than its loader the best trial's model must run alone (data resident) for a
-compile of the model to move nothing: the step then waits for the loader whatever the model
-does."""
-
 
 def sampler(kind: str, *, seed: int | None) -> optuna.samplers.BaseSampler:
     """TPE (multivariate, grouped, constant liar), or random search with `--sampler random`
@@ -100,9 +95,7 @@ def model_outpaces_loader(records: Sequence[TrialRecord]) -> bool:
     loader knobs are measured as well eager. A held-out input-bound loader on an H100 (2026-11-26)
     spent 68 of its search's 262 s on five compiled proposals, none above the eager leader."""
     best = max(_measured(records), key=lambda r: r.rate, default=None)
-    loader = _loader_alone(best) if best is not None else None  # input-bound, a rate to trust
-    model = best.result.diagnosis.compute_rate if loader else None
-    return bool(loader and model and model >= MODEL_HEADROOM * loader)
+    return best is not None and model_outpaces(best)
 
 
 def compile_settles_nowhere(records: Sequence[TrialRecord]) -> bool:

@@ -18,6 +18,7 @@ from autotune.adapter import Adapter
 from autotune.contract.config import TrainConfig
 from autotune.contract.request import known_incompatible
 from autotune.contract.result import Status, Verdict
+from autotune.study.policy.headroom import model_outpaces
 from autotune.study.policy.recipes import hand_recipe
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store import records
@@ -143,7 +144,7 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
         if between is not None:
             return _label(space, [between])
         if done.role != records.RECIPE:
-            return _label(space, _checks(space, config, device, verdict))
+            return _label(space, _checks(space, best, device))
     climb: list[TrainConfig] = []
     if verdict is Verdict.OVERHEAD and "reduce-overhead" in space.values("compile") \
             and config.compile != "reduce-overhead":
@@ -171,7 +172,7 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
     if verdict is Verdict.INPUT and smaller:
         climb.append(space.with_batch(config, smaller[-1]))
     if not larger:
-        climb += _checks(space, config, device, verdict)
+        climb += _checks(space, best, device)
     return _label(space, climb)
 
 
@@ -238,23 +239,23 @@ def _bisect(space: SearchSpace, done: TrialRecord, best: TrialRecord) -> TrainCo
     return space.with_batch(done.config, between[len(between) // 2]) if between else None
 
 
-def _checks(space: SearchSpace, config: TrainConfig, device: str,
-            verdict: Verdict | None) -> list[TrainConfig]:
+def _checks(space: SearchSpace, best: TrialRecord, device: str) -> list[TrainConfig]:
     """Whether the best config's own choices pay: each one undone (or done) alone.
 
-    Compile first (the most at stake; not compiling an input-bound step); at a compiled best
+    Compile first (the most at stake; an input-bound step only where it may pay:
+    `_compile_may_pay`); at a compiled best
     the loader does not limit, the other compile scope and the other optimizer implementation.
     Then, on a GPU, choices that cost host resources or memory but keep the compiled graph
     (each check a cache hit): fewer loader workers when the step is not input-bound, pinning,
     the allocator's expandable segments. A check that ties keeps the cheaper config in the
     confirmation."""
+    assert best.config is not None
+    config, verdict = best.config, best.verdict
     checks = []
     compiles = space.values("compile")
     if config.compile != "none" and "none" in compiles:
         checks.append(config.replace(compile="none"))
-    elif config.compile == "none" and "default" in compiles and verdict is not Verdict.INPUT:
-        # Not while the loader is the limit: compiling the model buys nothing there (the
-        # quick start's input-bound CNN on 2 cores: 4.86k compiled, 4.96k eager).
+    elif config.compile == "none" and "default" in compiles and _compile_may_pay(best, device):
         checks.append(config.replace(compile="default"))
     scopes = [s for s in space.values("compile_scope") if s != config.compile_scope]
     if config.compile != "none" and verdict is not Verdict.INPUT and scopes:
@@ -282,6 +283,16 @@ def _checks(space: SearchSpace, config: TrainConfig, device: str,
         if len(space.values("expandable_segments")) > 1:
             checks.append(config.replace(expandable_segments=not config.expandable_segments))
     return checks
+
+
+def _compile_may_pay(best: TrialRecord, device: str) -> bool:
+    """Whether compiling the best eager config may pay: a step not input-bound; on a GPU, an
+    input-bound one too, unless its model alone outpaces its loader (`headroom`, which says why).
+    Not on a CPU, where the compiled model runs on the cores the workers load on (the quick
+    start's input-bound CNN on 2 cores: 4.86k compiled, 4.96k eager)."""
+    if best.verdict is not Verdict.INPUT:
+        return True
+    return device != "cpu" and not model_outpaces(best)
 
 
 def _label(space: SearchSpace, configs: list[TrainConfig]) -> list[Start]:

@@ -605,7 +605,8 @@ def test_the_sampler_proposes_no_compile_while_the_model_outpaces_its_loader(
 
 
 def test_the_model_outpaces_its_loader_only_when_the_best_waits_for_it_by_a_margin() -> None:
-    from autotune.study.policy.sampler import MODEL_HEADROOM, model_outpaces_loader
+    from autotune.study.policy.headroom import MODEL_HEADROOM
+    from autotune.study.policy.sampler import model_outpaces_loader
 
     def best(verdict: Verdict, model: float | None, loader: float = 1000.0
              ) -> list[TrialRecord]:

@@ -3,6 +3,7 @@ follow-ups a guided trial's diagnosis points at; enqueued once per role."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import optuna
@@ -10,6 +11,7 @@ import pytest
 from optuna.trial import TrialState
 
 from autotune import Adapter, Diagnosis, Status, TrainConfig, TrialResult, Verdict
+from autotune.study.policy.headroom import MODEL_HEADROOM
 from autotune.study.policy.ladder import Ladder
 from autotune.study.policy.starts import diagnosed_recipe, follow_ups, initial_starts
 from autotune.study.space.bound import SearchSpace
@@ -195,8 +197,42 @@ def test_an_input_bound_best_is_not_checked_compiled() -> None:
     eager = RECIPE.replace(batch_size=64)
     compute = done(1, eager, Verdict.COMPUTE)
     assert eager.replace(compile="default") in ups(space_of(CPU_SPACE), compute, compute)
-    loader = done(1, eager, Verdict.INPUT)  # the loader is the limit: the model's compile
+    loader = done(1, eager, Verdict.INPUT)  # on a CPU the compiled model takes the workers' cores
     assert all(c.compile == "none" for c in ups(space_of(CPU_SPACE), loader, loader))
+
+
+def with_rates(record: TrialRecord, *, loader: float | None, model: float | None
+               ) -> TrialRecord:
+    assert record.result is not None and record.result.diagnosis is not None
+    diagnosis = dataclasses.replace(record.result.diagnosis, loader_rate=loader,
+                                    compute_rate=model)
+    return dataclasses.replace(record, result=dataclasses.replace(record.result,
+                                                                  diagnosis=diagnosis))
+
+
+def test_on_a_gpu_an_input_bound_best_is_checked_compiled_unless_its_model_outpaces_its_loader(
+        ) -> None:
+    # A held-out timm ViT-S (H100, 2026-11-27): 15 workers on 16 CPUs, waiting 36% of its step
+    # for data, its model alone 2.7k and its loader alone 2.2k beside 2.3k end to end; the
+    # search never compiled it, and compiled it ran 1.18x side by side.
+    gpu = space_of(GPU_SPACE, device="cuda", cpus=8)
+    config = TrainConfig(batch_size=64, num_workers=8, prefetch_factor=4, pin_memory=True,
+                         persistent_workers=True, amp_dtype="bf16")
+    compiled = config.replace(compile="default")
+    vit = with_rates(done(1, config, Verdict.INPUT, throughput=2315.0), loader=2184.0,
+                     model=2675.0)
+    assert ups(gpu, vit, vit, device="cuda")[:2] == [config.replace(batch_size=32), compiled]
+    unknown = with_rates(vit, loader=None, model=None)  # not measured: it may pay
+    assert compiled in ups(gpu, unknown, unknown, device="cuda")
+    # The model alone 1.25x its loader or more: the step waits for the loader whatever the
+    # model does, and the compile is not checked.
+    outpaced = with_rates(vit, loader=2184.0, model=2184.0 * MODEL_HEADROOM)
+    assert compiled not in ups(gpu, outpaced, outpaced, device="cuda")
+    # A loader probe below what the loader fed end to end is not believed (a timm ViT's read
+    # 243 images/s beside 1.6k): the compile is checked.
+    low_probe = with_rates(vit, loader=243.0, model=2675.0)
+    assert compiled in ups(gpu, low_probe, low_probe, device="cuda")
+    assert compiled not in ups(gpu, vit, vit, device="cpu")  # on a CPU: never
 
 
 GPU_SPACE = {**CPU_SPACE, "pin_memory": {"choices": [False, True]},
