@@ -137,3 +137,13 @@ def test_the_long_run_builds_the_loader_a_user_would_for_any_dataset() -> None:
 
     assert list(long_run.user_loader(Own(), [1, 2, 3], {**knobs, "pin_memory": False})) == [
         ("own", 2, None, False, 3)]
+
+
+def test_knobs_none_compares_the_base_with_the_extra_configs_alone() -> None:
+    # A side by side of a winner and an expert config ran every kernel knob's values first by
+    # default, and the GPU call's time ran out before the expert's turn (H100, 2026-11-27).
+    knobs = benchmark_script("measurement/knobs.py")
+    base = TrainConfig(batch_size=8, amp_dtype="bf16")
+    assert knobs.configs_to_compare(base, ["none"], "cuda") == [("base", base)]
+    varied = knobs.configs_to_compare(base, ["optimizer_impl=default,fused"], "cuda")
+    assert varied == [("base", base), ("optimizer_impl=fused", base.replace(optimizer_impl="fused"))]

@@ -1,7 +1,7 @@
 """Each value of the kernel knobs side by side: alternating fresh runs over one base config.
 
     python benchmarks/measurement/knobs.py --adapter adapters/resnet.py --config base.yaml \
-        [--knob memory_format] [--knob optimizer_impl=default,fused] [--runs 3] \
+        [--knob memory_format] [--knob optimizer_impl=default,fused | --knob none] [--runs 3] \
         [--measure-seconds 20] [--device cuda] [--json OUT.json]
 
 The base config is a YAML of knobs (or a best.yaml). Each knob named (by default the four the
@@ -57,9 +57,10 @@ def _value(text: str, name: str) -> Any:
 
 def configs_to_compare(base: TrainConfig, knobs: list[str], device: str
                        ) -> list[tuple[str, TrainConfig]]:
-    """("base", base), then (f"{knob}={value}", base with it) for each value that differs."""
+    """("base", base), then (f"{knob}={value}", base with it) for each value that differs;
+    `knobs` ["none"]: the base alone (whole configs beside it come from --extra)."""
     out: list[tuple[str, TrainConfig]] = [("base", base)]
-    for item in knobs:
+    for item in ([] if knobs == ["none"] else knobs):
         name, _, listed = item.partition("=")
         if name not in KNOB:
             raise SystemExit(f"--knob {name}: unknown knob; known: {', '.join(KNOB)}")
@@ -184,7 +185,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="the base config: a YAML of knobs or a best.yaml")
     p.add_argument("--knob", action="append", default=None,
                    help="a knob to vary, optionally with its values (sdpa_backend=flash,math); "
-                        "repeatable; default: " + ", ".join(KERNEL_KNOBS))
+                        "repeatable; default: " + ", ".join(KERNEL_KNOBS) + "; 'none': no "
+                        "knob varied, only the base beside --extra/--variant configs (the "
+                        "default runs every kernel knob's values before them)")
     p.add_argument("--device", default="cuda")
     p.add_argument("--runs", type=int, default=3, help="rounds of fresh runs of every config")
     p.add_argument("--measure-seconds", type=float, default=20.0)
