@@ -90,8 +90,9 @@ def no_convolution(records: Sequence[TrialRecord]) -> bool:
 
 
 def model_outpaces_loader(records: Sequence[TrialRecord]) -> bool:
-    """Whether the fastest trial so far waited for its loader while its model alone ran at least
-    MODEL_HEADROOM x the loader's rate: compiling a proposal's model then buys nothing, and its
+    """Whether the fastest trial so far waited for its loader and ran at its rate while its model
+    alone ran at least MODEL_HEADROOM x that rate (`headroom.model_outpaces`): compiling a
+    proposal's model then buys nothing, and its
     loader knobs are measured as well eager. A held-out input-bound loader on an H100 (2026-11-26)
     spent 68 of its search's 262 s on five compiled proposals, none above the eager leader."""
     best = max(_measured(records), key=lambda r: r.rate, default=None)

@@ -228,6 +228,11 @@ def test_on_a_gpu_an_input_bound_best_is_checked_compiled_unless_its_model_outpa
     # model does, and the compile is not checked.
     outpaced = with_rates(vit, loader=2184.0, model=2184.0 * MODEL_HEADROOM)
     assert compiled not in ups(gpu, outpaced, outpaced, device="cuda")
+    # ... but for a step far below its loader's rate alone (the ViT's other reading: 2.0k end
+    # to end beside a loader of 3.5k), time is lost in the process they share: checked.
+    contended = with_rates(done(1, config, Verdict.INPUT, throughput=1973.0), loader=3528.0,
+                           model=3528.0 * MODEL_HEADROOM)
+    assert compiled in ups(gpu, contended, contended, device="cuda")
     # A loader probe below what the loader fed end to end is not believed (a timm ViT's read
     # 243 images/s beside 1.6k): the compile is checked.
     low_probe = with_rates(vit, loader=243.0, model=2675.0)
