@@ -145,5 +145,7 @@ def test_knobs_none_compares_the_base_with_the_extra_configs_alone() -> None:
     knobs = benchmark_script("measurement/knobs.py")
     base = TrainConfig(batch_size=8, amp_dtype="bf16")
     assert knobs.configs_to_compare(base, ["none"], "cuda") == [("base", base)]
+    with pytest.raises(SystemExit, match="--knob none"):
+        knobs.configs_to_compare(base, ["none", "memory_format"], "cuda")
     varied = knobs.configs_to_compare(base, ["optimizer_impl=default,fused"], "cuda")
     assert varied == [("base", base), ("optimizer_impl=fused", base.replace(optimizer_impl="fused"))]

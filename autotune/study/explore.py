@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from autotune.contract.config import TrainConfig
 from autotune.contract.request import known_incompatible
-from autotune.contract.result import Verdict
 from autotune.study.confirmation.winner import best_and_baseline
 from autotune.study.objective import Objective
 from autotune.study.policy.eager import cannot_win, recompiling
+from autotune.study.policy.headroom import compile_may_pay
 from autotune.study.policy.ladder import Ladder
 from autotune.study.policy.sampler import held
 from autotune.study.policy.starts import unmeasured
@@ -23,12 +23,13 @@ def exploration(objective: Objective, space: SearchSpace, ladder: Ladder, *, dev
     configurations (the sampler, converged on a small space, proposes what it measured); none
     when every config is. `affordable`: after a config too slow to start in what is left, one
     whose graph is compiled already or that compiles nothing. It holds what the sampler holds
-    (`held`, with `no_compile_fits`). While the best is input-bound, nothing compiled: its
-    loader is the limit, which no compile of the model moves (the quick start spent 18 s of 140
-    compiling a random config at 5.0k against the best's 8.1k). `seed`: the draw's."""
+    (`held`, with `no_compile_fits`). While the best is input-bound, nothing compiled where a
+    compile cannot pay (`headroom.compile_may_pay`: on a CPU, or a model that outpaces its
+    loader; the quick start spent 18 s of 140 compiling a random config at 5.0k against the
+    best's 8.1k). `seed`: the draw's."""
     done = objective.finished()  # read once: the predicate runs for every draw
     best, _ = best_and_baseline(done)
-    loader_bound = best is not None and best.verdict is Verdict.INPUT
+    loader_bound = best is not None and not compile_may_pay(best, device)
     hold = held(done, space.values, no_compile_fits=no_compile_fits)
     return unmeasured(
         space, seed=seed,

@@ -59,6 +59,8 @@ def configs_to_compare(base: TrainConfig, knobs: list[str], device: str
                        ) -> list[tuple[str, TrainConfig]]:
     """("base", base), then (f"{knob}={value}", base with it) for each value that differs;
     `knobs` ["none"]: the base alone (whole configs beside it come from --extra)."""
+    if "none" in knobs and knobs != ["none"]:
+        raise SystemExit("--knob none: no knob is varied, so name no other --knob beside it")
     out: list[tuple[str, TrainConfig]] = [("base", base)]
     for item in ([] if knobs == ["none"] else knobs):
         name, _, listed = item.partition("=")

@@ -14,11 +14,12 @@ import optuna
 
 from autotune.study.policy.batching import ON_DEVICE, batch_held, loader_on_device
 from autotune.study.policy.eager import _measured, kept_recompiling
-from autotune.study.policy.headroom import MODEL_HEADROOM, model_outpaces
+from autotune.study.policy.headroom import model_outpaces
 from autotune.study.store.records import TrialRecord
 
-__all__ = ["MODEL_HEADROOM", "NO_CONVOLUTION", "compile_settles_nowhere", "held", "holding",
+__all__ = ["NO_CONVOLUTION", "compile_settles_nowhere", "held", "holding",
            "model_outpaces_loader", "sampler"]
+
 
 def sampler(kind: str, *, seed: int | None) -> optuna.samplers.BaseSampler:
     """TPE (multivariate, grouped, constant liar), or random search with `--sampler random`

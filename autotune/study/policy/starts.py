@@ -18,7 +18,7 @@ from autotune.adapter import Adapter
 from autotune.contract.config import TrainConfig
 from autotune.contract.request import known_incompatible
 from autotune.contract.result import Status, Verdict
-from autotune.study.policy.headroom import model_outpaces
+from autotune.study.policy.headroom import compile_may_pay
 from autotune.study.policy.recipes import hand_recipe
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store import records
@@ -103,8 +103,8 @@ def diagnosed_recipe(space: SearchSpace, recipe: TrainConfig, baseline: TrialRec
     if verdict is Verdict.INPUT:
         workers = _free_workers(space, cpus)
         dtype = space.baseline.amp_dtype if device == "cuda" else recipe.amp_dtype
-        # Eager: compiling the model buys nothing while the loader is the limit (a compile on
-        # a CPU costs 20-30 s of a quick start's 140).
+        # Eager: on a GPU the recipe is eager anyway (`initial_starts`); on a CPU a compile
+        # costs 20-30 s of a quick start's 140, on the cores the workers load on.
         more = space.changed(recipe, num_workers=max(workers, recipe.num_workers), amp_dtype=dtype,
                              compile="none")
         more = _threads_beside(space, more, cpus) or more
@@ -243,7 +243,7 @@ def _checks(space: SearchSpace, best: TrialRecord, device: str) -> list[TrainCon
     """Whether the best config's own choices pay: each one undone (or done) alone.
 
     Compile first (the most at stake; an input-bound step only where it may pay:
-    `_compile_may_pay`); at a compiled best
+    `headroom.compile_may_pay`); at a compiled best
     the loader does not limit, the other compile scope and the other optimizer implementation.
     Then, on a GPU, choices that cost host resources or memory but keep the compiled graph
     (each check a cache hit): fewer loader workers when the step is not input-bound, pinning,
@@ -255,7 +255,7 @@ def _checks(space: SearchSpace, best: TrialRecord, device: str) -> list[TrainCon
     compiles = space.values("compile")
     if config.compile != "none" and "none" in compiles:
         checks.append(config.replace(compile="none"))
-    elif config.compile == "none" and "default" in compiles and _compile_may_pay(best, device):
+    elif config.compile == "none" and "default" in compiles and compile_may_pay(best, device):
         checks.append(config.replace(compile="default"))
     scopes = [s for s in space.values("compile_scope") if s != config.compile_scope]
     if config.compile != "none" and verdict is not Verdict.INPUT and scopes:
@@ -283,16 +283,6 @@ def _checks(space: SearchSpace, best: TrialRecord, device: str) -> list[TrainCon
         if len(space.values("expandable_segments")) > 1:
             checks.append(config.replace(expandable_segments=not config.expandable_segments))
     return checks
-
-
-def _compile_may_pay(best: TrialRecord, device: str) -> bool:
-    """Whether compiling the best eager config may pay: a step not input-bound; on a GPU, an
-    input-bound one too, unless its model alone outpaces its loader (`headroom`, which says why).
-    Not on a CPU, where the compiled model runs on the cores the workers load on (the quick
-    start's input-bound CNN on 2 cores: 4.86k compiled, 4.96k eager)."""
-    if best.verdict is not Verdict.INPUT:
-        return True
-    return device != "cpu" and not model_outpaces(best)
 
 
 def _label(space: SearchSpace, configs: list[TrainConfig]) -> list[Start]:
