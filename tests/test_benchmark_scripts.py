@@ -149,3 +149,36 @@ def test_knobs_none_compares_the_base_with_the_extra_configs_alone() -> None:
         knobs.configs_to_compare(base, ["none", "memory_format"], "cuda")
     varied = knobs.configs_to_compare(base, ["optimizer_impl=default,fused"], "cuda")
     assert varied == [("base", base), ("optimizer_impl=fused", base.replace(optimizer_impl="fused"))]
+
+
+def test_knobs_keeps_every_run_in_its_json_when_the_rounds_are_cut(tmp_path: Path) -> None:
+    # A GPU call's time ran out in round 1 of a side by side, and only the log was left.
+    import argparse
+
+    from autotune.contract.result import Status, TrialResult
+
+    knobs = benchmark_script("measurement/knobs.py")
+
+    class Cut:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def run(self, request: Any, trial_dir: Path, *, timeout: float) -> TrialResult:
+            self.calls += 1
+            if self.calls > 1:
+                raise KeyboardInterrupt  # the call's limit
+            return TrialResult(status=Status.OK, throughput=123.0)
+
+    out = tmp_path / "knobs.json"
+    args = argparse.Namespace(runs=2, json=out, timeout=10.0, adapter="a.py", device="cpu",
+                              config=tmp_path / "base.yaml", measure_seconds=1.0)
+    base = TrainConfig(batch_size=8)
+    configs = [("base", base), ("expert", base.replace(batch_size=16))]
+    runner = Cut()
+    with pytest.raises(KeyboardInterrupt):
+        knobs._rounds(args, configs, "samples", {"base": runner, "expert": runner},
+                      {"base": [], "expert": []}, None, tmp_path)
+    kept = json.loads(out.read_text())
+    assert kept["partial"] is True
+    assert kept["runs"] == {"base": [{"status": "ok", "throughput": 123.0, "reason": "",
+                                      "spread": None}], "expert": []}

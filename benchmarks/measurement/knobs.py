@@ -12,7 +12,8 @@ in a fresh process exactly as a confirmation run measures (as `search/versus.py`
 repeated `--runs` times, so that drift of the machine falls on every config alike. A value
 that cannot run (an attention kernel PyTorch refuses) is recorded with its status and reason.
 Prints each config's median and its ratio to the base; `--json` writes device, torch, date,
-commit, the configs and every run. On a CPU in seconds:
+commit, the configs and every run, and after each run what ran so far (`"partial": true`), so a
+call cut short keeps its runs. On a CPU in seconds:
 
     python benchmarks/measurement/knobs.py --adapter adapters/mlp.py --config base.yaml \
         --device cpu --runs 1 --measure-seconds 1
@@ -140,6 +141,13 @@ def _rounds(args: argparse.Namespace, configs: list[tuple[str, TrainConfig]], un
             said = (f"{result.throughput:,.0f} {unit}/s" if ok
                     else f"{result.status.value} {result.reason}")
             print(f"round {i + 1}/{args.runs} {name}: {said}", flush=True)
+            if args.json is not None:  # what ran so far, should the call's time run out
+                write_json(args.json, {**summary_of(args, configs, runs, unit), "partial": True})
+
+
+def write_json(path: Path, summary: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=1) + "\n")
 
 
 def summary_of(args: argparse.Namespace, configs: list[tuple[str, TrainConfig]],
@@ -237,8 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mfu:
         print(f"  ceiling: bf16 matmul {summary['bf16_matmul_tflops']:.0f} TFLOP/s (measured here)")
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(summary, indent=1) + "\n")
+        write_json(args.json, summary)
     return 0 if summary["configs"][0]["median"] is not None else 1
 
 
