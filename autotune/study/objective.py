@@ -131,10 +131,11 @@ class Objective:
                 f"compile={config.compile} ({human(by.rate)}/s): a launch-bound step takes as "
                 f"long at a smaller batch"))
         if budget_cut:
-            cold = self.too_slow_to_compile(config, limit)
+            done = self.finished()
+            cold = self.too_slow_to_compile(config, limit, done)
             if cold is not None:
                 # It would be cut while compiling, a timeout that says nothing about the config.
-                prior = first_compile(self.finished(), self.device)
+                prior = first_compile(done, self.device)
                 basis = (prior.describe() if prior is not None and prior.trial == cold[1]
                          else f"as trial {cold[1]}'s compile took here")
                 return Outcome(unaffordable=cold[0], result=TrialResult(

@@ -23,6 +23,7 @@ from autotune.contract.consistency import contradicted
 from autotune.contract.fmt import human
 from autotune.contract.host import available_cpus
 from autotune.contract.result import Diagnosis, Verdict
+from autotune.trial.opcount import step_ops
 from autotune.trial.warmup import QUEUE_EMPTY_WAIT
 
 if TYPE_CHECKING:
@@ -185,8 +186,6 @@ def diagnose(
                        loader_rate=loader, compute_rate=compute, gpu_busy_fraction=busy,
                        unit=step.adapter.unit, cpu_busy_fraction=cpu_busy_fraction,
                        num_workers=step.config.num_workers, cpus=available_cpus())
-    from autotune.trial.opcount import step_ops
-
     counted = step_ops(step)
     if counted is None:
         return verdict
