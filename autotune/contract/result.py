@@ -184,6 +184,9 @@ class TrialResult:
     conv_weights: int | None = None
     """The model's 4-D weights (2-D convolutions), where `memory_format` acts; None where the
     model was not built."""
+    optimizer_impls: tuple[str, ...] | None = None
+    """The `optimizer_impl` values the adapter's optimizer takes (its class's flags), where it
+    was built: the others leave it as built, so the search holds them back."""
     compile_cache_hits: int | None = None
     """Graphs this trial's compile found in the study's persistent cache (FX graph and
     AOTAutograd caches); None without compile."""
@@ -234,6 +237,8 @@ class TrialResult:
         if not isinstance(self.status, Status):
             object.__setattr__(self, "status", Status(self.status))
         object.__setattr__(self, "window_throughputs", tuple(self.window_throughputs))
+        if self.optimizer_impls is not None:
+            object.__setattr__(self, "optimizer_impls", tuple(self.optimizer_impls))
         if self.status is Status.OK and self.throughput is None:
             raise ValueError(f"an ok trial needs a throughput, got {self.throughput=}")
 

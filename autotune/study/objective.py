@@ -21,6 +21,8 @@ from autotune.study.policy.compile_prior import first_compile
 from autotune.study.policy.pruning import PRUNE_RATIO
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 from autotune.study.policy.eager import cannot_win, recompiling
+from autotune.study.policy.graphs import graphs_refused
+from autotune.study.policy.optimizer import impl_refused
 
 __all__ = ["Objective", "Outcome"]
 
@@ -108,6 +110,9 @@ class Objective:
                 status=Status.ERROR, ran=False, reason=f"not run: compiling this step did not "
                 f"settle in trial {storm.number} (it kept recompiling on new shapes), and every "
                 f"compile mode traces the same shapes"))
+        refused = graphs_refused(config, self.finished()) or impl_refused(config, self.finished())
+        if refused is not None:  # infeasible too: a graph per shape, or a flag it lacks
+            return Outcome(result=TrialResult(status=Status.ERROR, ran=False, reason=refused))
         earlier = self.measured_before(config)
         if earlier is not None and earlier.result is not None:
             return Outcome(result=earlier.result, duplicate_of=earlier.number)

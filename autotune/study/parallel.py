@@ -29,6 +29,8 @@ from autotune.study.execution.slots import Job, Slots
 from autotune.study.objective import Objective, Outcome
 from autotune.study.policy.batching import ON_DEVICE, batch_held, loader_on_device
 from autotune.study.policy.eager import cannot_win, recompiling
+from autotune.study.policy.graphs import graphs_refused
+from autotune.study.policy.optimizer import impl_refused
 from autotune.study.policy.pruning import report_windows
 from autotune.study.policy.ladder import Ladder
 from autotune.study.policy.starts import prunable, stoppable
@@ -145,6 +147,7 @@ class SlotLoop:
         or too slow to compile in what is left (`_cannot_fit`)."""
         return self.objectives[0].measured_before(config, done) is not None \
             or cannot_win(config, done) is not None or recompiling(config, done) is not None \
+            or graphs_refused(config, done) is not None or impl_refused(config, done) is not None \
             or self._cannot_fit(config, done, cut)
 
     def _cannot_fit(self, config: TrainConfig, done: Sequence[TrialRecord],

@@ -24,7 +24,7 @@ from autotune.trial.features.compile import (compile_loss, compiled_dynamic, dim
 from autotune.trial.features.dataloader import build_loader, to_device
 from autotune.trial.features.ddp import no_sync
 from autotune.trial.features.memory_format import batch_format, conv_weights
-from autotune.trial.features.optimizer import apply_optimizer_impl
+from autotune.trial.features.optimizer import apply_optimizer_impl, optimizer_impls
 from autotune.trial.features.sdpa import apply_sdpa
 from autotune.trial.features.threads import apply_threads
 from autotune.trial.model_features import apply_model_features
@@ -86,7 +86,7 @@ class TrainStep:
         self.conv_weights = conv_weights(self.model)
         with blaming("optimizer(model)"):
             optimizer = adapter.optimizer(self.model)
-        # Rebuilt before any step: no state to lose. Left as built: said in the trial's log.
+        self.optimizer_impls = optimizer_impls(optimizer)  # before a rebuild: the adapter's
         self.optimizer, note = apply_optimizer_impl(optimizer, config.optimizer_impl,
                                                     amp_dtype=config.amp_dtype)
         if note:

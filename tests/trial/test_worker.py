@@ -56,6 +56,7 @@ def test_run_trial_measures_and_records_its_phases(tmp_path: Path, tiny_adapter:
     assert result.status is Status.OK, result.reason
     assert result.throughput is not None and result.throughput > 0
     assert result.unit == "samples" and result.blocks_checkpointed == 2
+    assert result.optimizer_impls == ("default", "foreach", "fused")  # the values SGD takes
     # What a batch held: 8 samples, each 8 features and a label (what batch_size bought).
     assert (result.batch_items, result.batch_numel) == (8, 8 * 8 + 8)
     assert result.windows == len(result.window_throughputs) >= 3

@@ -2,7 +2,8 @@
 and the same sampler holding knobs that measurements say cannot pay (`held`): `compile` at
 "none" while the model outpaces its loader, or once a compile kept recompiling on an adapter
 without knobs of its own; the convolution knobs at PyTorch's defaults for a model without
-convolutions; batch_size at the adapter's once its loader is seen to make its own batches."""
+convolutions; batch_size at the adapter's once its loader is seen to make its own batches;
+optimizer_impl at "default" for an optimizer without the flags."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import optuna
 from autotune.study.policy.batching import ON_DEVICE, batch_held, loader_on_device
 from autotune.study.policy.eager import _measured, kept_recompiling
 from autotune.study.policy.headroom import model_outpaces
+from autotune.study.policy.optimizer import impl_held
 from autotune.study.store.records import TrialRecord
 
 __all__ = ["NO_CONVOLUTION", "compile_settles_nowhere", "held", "holding",
@@ -62,6 +64,7 @@ def held(records: Sequence[TrialRecord], values: Callable[[str], Sequence[Any]],
         hold["batch_size"] = batch
     if loader_on_device(records):
         hold.update(ON_DEVICE)
+    hold.update(impl_held(records, values))
     return {k: v for k, v in hold.items() if len(values(k)) > 1 and v in values(k)}
 
 

@@ -24,6 +24,7 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.request import known_incompatible
 from autotune.contract.result import Verdict
 from autotune.study.policy.eager import _measured, dtype_starts
+from autotune.study.policy.optimizer import impl_refused
 from autotune.study.policy.starts import EAGER, Start, eager_live
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store.records import MeasuredRecord, TrialRecord
@@ -75,8 +76,10 @@ def adapter_knob_starts(space: SearchSpace, leader: TrainConfig,
 
 def optimizer_start(space: SearchSpace, leader: TrainConfig,
                     finished: Sequence[TrialRecord], *, device: str) -> list[Start]:
-    """`leader` with the fused optimizer, eager, where the space holds it and it has not run."""
-    return _each_alone(space, leader, finished, [OPTIMIZER_KNOB], device=device)
+    """`leader` with the fused optimizer, eager, where the space holds it, it has not run and
+    the adapter's optimizer takes it (`optimizer.impl_refused`)."""
+    return [s for s in _each_alone(space, leader, finished, [OPTIMIZER_KNOB], device=device)
+            if impl_refused(s[1], finished) is None]
 
 
 def kernel_knob_starts(space: SearchSpace, leader: TrainConfig,

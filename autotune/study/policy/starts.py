@@ -18,6 +18,7 @@ from autotune.adapter import Adapter
 from autotune.contract.config import TrainConfig
 from autotune.contract.request import known_incompatible
 from autotune.contract.result import Status, Verdict
+from autotune.study.policy.graphs import many_shapes
 from autotune.study.policy.headroom import compile_may_pay
 from autotune.study.policy.recipes import hand_recipe
 from autotune.study.space.bound import SearchSpace
@@ -114,7 +115,7 @@ def diagnosed_recipe(space: SearchSpace, recipe: TrainConfig, baseline: TrialRec
     larger = [b for b in space.batch_sizes() if b > recipe.batch_size]
     tuned = space.with_batch(recipe, larger[-1]) if larger else recipe
     if verdict is Verdict.OVERHEAD and device == "cuda" and recipe.compile != "none" \
-            and "reduce-overhead" in space.values("compile"):
+            and "reduce-overhead" in space.values("compile") and not many_shapes(baseline.result):
         graphs = tuned.replace(compile="reduce-overhead")
         if known_incompatible(graphs, device) is None and space.holds(graphs):
             tuned = graphs
@@ -146,10 +147,13 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
         if done.role != records.RECIPE:
             return _label(space, _checks(space, best, device))
     climb: list[TrainConfig] = []
-    if verdict is Verdict.OVERHEAD and "reduce-overhead" in space.values("compile") \
-            and config.compile != "reduce-overhead":
-        # CUDA graphs replay the whole step's kernels with one launch (torch.compile docs).
-        climb.append(config.replace(compile="reduce-overhead"))
+    if verdict is Verdict.OVERHEAD:
+        # CUDA graphs replay the whole step's kernels with one launch (torch.compile docs); on
+        # batches of many shapes, a graph each (`graphs`): a dynamic-shape compile instead.
+        mode = "default" if many_shapes(best.result) else "reduce-overhead"
+        wanted = config.compile == "none" if mode == "default" else config.compile != mode
+        if wanted and mode in space.values("compile"):
+            climb.append(config.replace(compile=mode))
     if verdict is Verdict.INPUT:
         climb += _loader_climb(space, config, best, cpus)
     elif config.num_workers == 0 and (best.result.data_wait_fraction or 0.0) >= 0.05:
@@ -172,7 +176,7 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
     if verdict is Verdict.INPUT and smaller:
         climb.append(space.with_batch(config, smaller[-1]))
     if not larger:
-        climb += _checks(space, best, device)
+        climb += [c for c in _checks(space, best, device) if c not in climb]
     return _label(space, climb)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["apply_optimizer_impl"]
+__all__ = ["apply_optimizer_impl", "optimizer_impls"]
 
 _FLAGS = ("foreach", "fused")
 
@@ -58,6 +58,16 @@ def apply_optimizer_impl(optimizer: Any, impl: str, *, amp_dtype: str = "fp32",
     except (RuntimeError, ValueError, TypeError) as exc:
         raise RuntimeError(f"optimizer_impl={impl}: {cls.__name__}({impl}=True) refused: "
                            f"{exc}") from exc
+
+
+def optimizer_impls(optimizer: Any) -> tuple[str, ...]:
+    """The `optimizer_impl` values `apply_optimizer_impl` would apply to `optimizer` as built
+    ("default" always): the search holds the others (`study.policy.optimizer`)."""
+    if not isinstance(optimizer, torch.optim.Optimizer) or optimizer.state \
+            or _attached(optimizer):
+        return ("default",)
+    params = inspect.signature(type(optimizer).__init__).parameters
+    return ("default", *(flag for flag in _FLAGS if flag in params))
 
 
 def _unsound(cls: type, impl: str, amp_dtype: str, device_type: str) -> str:

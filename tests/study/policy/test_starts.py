@@ -11,6 +11,7 @@ import pytest
 from optuna.trial import TrialState
 
 from autotune import Adapter, Diagnosis, Status, TrainConfig, TrialResult, Verdict
+from autotune.study.policy.graphs import CUDA_GRAPH_SHAPES
 from autotune.study.policy.headroom import MODEL_HEADROOM
 from autotune.study.policy.ladder import Ladder
 from autotune.study.policy.starts import diagnosed_recipe, follow_ups, initial_starts
@@ -180,6 +181,25 @@ def test_an_overhead_bound_best_tries_cuda_graphs() -> None:
     best = done(1, config, Verdict.OVERHEAD)
     assert ups(space_of(raw, device="cuda"), best, best, device="cuda")[0] == \
         config.replace(compile="reduce-overhead")
+
+
+def test_an_overhead_bound_best_on_batches_of_many_shapes_compiles_dynamic_not_graphs() -> None:
+    # A CUDA graph per shape: T5 padded per batch (48 shapes a trial) was killed at 274 s.
+    raw = {"batch_size": {"factors": [1]},
+           "compile": {"choices": ["none", "default", "reduce-overhead"]}}
+    config = TrainConfig(batch_size=8)
+    best = done(1, config, Verdict.OVERHEAD)
+    many = dataclasses.replace(best, result=best.result.replace(
+        shapes_vary=True, shape_count=CUDA_GRAPH_SHAPES + 1))
+    few = dataclasses.replace(best, result=best.result.replace(
+        shapes_vary=True, shape_count=CUDA_GRAPH_SHAPES))
+    space = space_of(raw, device="cuda")
+    assert ups(space, many, many, device="cuda")[0] == config.replace(compile="default")
+    assert config.replace(compile="reduce-overhead") not in ups(space, many, many, device="cuda")
+    assert ups(space, few, few, device="cuda")[0] == config.replace(compile="reduce-overhead")
+    compiled = dataclasses.replace(many, config=config.replace(compile="default"))
+    assert config.replace(compile="reduce-overhead") not in \
+        ups(space, compiled, compiled, device="cuda")
 
 
 def test_at_the_largest_batch_the_best_configs_choices_are_checked() -> None:

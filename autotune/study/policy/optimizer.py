@@ -1,0 +1,46 @@
+"""The `optimizer_impl` values the adapter's optimizer can take, once a trial has built it.
+
+The knob rebuilds a `torch.optim` optimizer with `foreach` or `fused` set; a class without the
+flag is left as built (`trial.features.optimizer`). Searched anyway, such a value measures the
+default again under another name: on a held-out transformers T5-small with transformers'
+Adafactor (H100, 2026-11-27) the fused trial tied the default within noise and was confirmed
+the winner, so its best.yaml asked for a fused optimizer that production cannot build. Every
+trial reports the values its optimizer takes (`TrialResult.optimizer_impls`); from the first
+one on, the others are held back: the sampler holds the knob at "default" when the space has no
+other value the optimizer takes, and a config asking for one is not run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from autotune.contract.config import TrainConfig
+from autotune.study.store.records import TrialRecord
+
+__all__ = ["impl_held", "impl_refused", "optimizer_impls"]
+
+
+def optimizer_impls(records: Sequence[TrialRecord]) -> tuple[str, ...] | None:
+    """The values a trial found the adapter's optimizer takes; None before any trial built it."""
+    return next((r.result.optimizer_impls for r in records
+                 if r.result is not None and r.result.optimizer_impls is not None), None)
+
+
+def impl_refused(config: TrainConfig, records: Sequence[TrialRecord]) -> str | None:
+    """Why `config` is not run when its optimizer_impl is one the optimizer does not take."""
+    impls = optimizer_impls(records)
+    if impls is None or config.optimizer_impl in impls:
+        return None
+    return (f"not run: optimizer_impl={config.optimizer_impl} would leave the adapter's "
+            f"optimizer as built (it takes {', '.join(impls)}: its class has no such flag, or "
+            f"it holds state or a scheduler; the first trial's log says which)")
+
+
+def impl_held(records: Sequence[TrialRecord], values: Callable[[str], Sequence[Any]]
+              ) -> dict[str, Any]:
+    """{"optimizer_impl": "default"} once no value of the space but the default is taken."""
+    impls = optimizer_impls(records)
+    if impls is None or any(v in impls for v in values("optimizer_impl") if v != "default"):
+        return {}
+    return {"optimizer_impl": "default"}

@@ -1,0 +1,95 @@
+"""What a trial learned that rules configs out before they run: CUDA graphs on batches of many
+shapes (a graph per shape: a held-out T5 was killed at 274 s still warming up), and an
+optimizer_impl the adapter's optimizer does not take (transformers' Adafactor has no `fused`:
+its fused trial measured the default again, and was confirmed the winner)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from helpers import fake_search
+from optuna.trial import TrialState
+
+from autotune import Adapter, Status, TrainConfig, TrialResult
+from autotune.study.policy.graphs import CUDA_GRAPH_SHAPES, graphs_refused, many_shapes
+from autotune.study.policy.optimizer import impl_held, impl_refused
+from autotune.study.policy.sampler import held
+from autotune.study.store.records import TrialRecord
+from autotune.trial.features.optimizer import optimizer_impls
+
+
+def record(config: TrainConfig, **result: Any) -> TrialRecord:
+    return TrialRecord(number=3, state=TrialState.COMPLETE, value=1.0, config=config,
+                       result=TrialResult(status=Status.OK, throughput=1.0, **result),
+                       role="baseline")
+
+
+def test_cuda_graphs_are_refused_where_a_trial_with_the_same_adapter_knobs_saw_many_shapes() -> None:
+    eager = TrainConfig(batch_size=8, params={"pad": None})
+    ran = [record(eager, shapes_vary=True, shape_count=48, shape_range="input_ids[1] 470-512")]
+    graphs = eager.replace(compile="reduce-overhead")
+    reason = graphs_refused(graphs, ran)
+    assert reason is not None and "48 distinct shapes" in reason and "trial 3" in reason
+    assert graphs_refused(eager.replace(compile="max-autotune"), ran) is not None
+    assert graphs_refused(eager.replace(compile="default"), ran) is None  # dynamic: one graph
+    padded = TrainConfig(batch_size=8, params={"pad": 64}, compile="reduce-overhead")
+    assert graphs_refused(padded, ran) is None  # another padding: its own shapes
+    few = [record(eager, shapes_vary=True, shape_count=CUDA_GRAPH_SHAPES)]
+    assert graphs_refused(graphs, few) is None  # a bucketing sampler's few lengths
+    assert not many_shapes(TrialResult(status=Status.OK, throughput=1.0, shape_count=99))
+
+
+class NoFlags(torch.optim.Optimizer):
+    """An optimizer class without foreach/fused (as transformers' Adafactor)."""
+
+    def __init__(self, params: Any, lr: float = 0.1) -> None:
+        super().__init__(params, {"lr": lr})
+
+    def step(self, closure: Any = None) -> None:
+        return None
+
+
+def test_the_values_an_optimizer_takes_are_read_from_its_class_and_state() -> None:
+    weight = [torch.nn.Parameter(torch.ones(2))]
+    assert optimizer_impls(torch.optim.AdamW(weight)) == ("default", "foreach", "fused")
+    assert optimizer_impls(torch.optim.RMSprop(weight)) == ("default", "foreach")
+    assert optimizer_impls(NoFlags(weight)) == ("default",)
+    scheduled = torch.optim.AdamW(weight)
+    torch.optim.lr_scheduler.StepLR(scheduled, 1)
+    assert optimizer_impls(scheduled) == ("default",)  # a rebuild would drop the scheduler
+    assert optimizer_impls(object()) == ("default",)
+
+
+def test_values_the_optimizer_does_not_take_are_refused_and_held() -> None:
+    base = TrainConfig(batch_size=8)
+    only = [record(base, optimizer_impls=("default",))]
+    fused = base.replace(optimizer_impl="fused")
+    assert "takes default" in (impl_refused(fused, only) or "")
+    assert impl_refused(base, only) is None
+    assert impl_refused(fused, [record(base)]) is None  # not known yet
+    impls = {"optimizer_impl": ("default", "foreach", "fused")}
+    assert impl_held(only, lambda k: impls[k]) == {"optimizer_impl": "default"}
+    foreach = [record(base, optimizer_impls=("default", "foreach"))]
+    assert impl_held(foreach, lambda k: impls[k]) == {}  # foreach is still worth a trial
+    assert impl_refused(fused, foreach) is not None
+    assert held(only, lambda k: impls.get(k, ("x",))) == {"optimizer_impl": "default"}
+
+
+def no_flags(call: int, request: Any) -> TrialResult:
+    rate = 100.0 * (1.3 if request.config.amp_dtype == "tf32" else 1.0)
+    rate *= 1.1 if request.config.optimizer_impl == "fused" else 1.0  # noise that would win
+    return TrialResult(status=Status.OK, throughput=rate, optimizer_impls=("default",))
+
+
+def test_a_search_never_runs_a_flag_its_optimizer_lacks(tmp_path: Path) -> None:
+    class Model(Adapter):
+        batch_size = 8
+
+    raw = {"amp_dtype": {"choices": ["fp32", "tf32", "bf16"]},
+           "optimizer_impl": {"choices": ["default", "foreach", "fused"]},
+           "num_workers": {"low": 0, "high": 4}}
+    requests, study = fake_search(tmp_path, raw, Model, no_flags, trials=12)
+    assert len(requests) >= 6
+    assert {q.config.optimizer_impl for q in requests} == {"default"}
