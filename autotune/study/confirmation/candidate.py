@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from autotune.contract.config import TrainConfig
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 
-__all__ = ["WARM_COMPILE_SECONDS", "Candidate", "candidates", "searched_seconds", "warm_compile"]
+__all__ = ["BEHIND", "WARM_COMPILE_SECONDS", "Candidate", "candidates", "searched_seconds", "warm_compile"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -33,8 +33,18 @@ class Candidate:
     faster ones' not (`candidates`): `fit_to_time` keeps it as it keeps the leader."""
 
 
+BEHIND = 0.5
+"""A config the search read below this share of the fastest reading is no candidate: search
+readings have stood at most 1.6x above fresh runs (a held-out timm ViT before its windows were
+fixed), and holding back two fresh runs of such a config cost a compile trial its time. On an
+H100 (2026-11-27) a held-out T5-small's hand recipe read 0.45x the tf32 leader; the search kept
+about 100 s for two runs of it that the confirmation never ran, its dynamic compile was cut 15 s
+after its first step, and the search ended 120 s inside its budget."""
+
+
 def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
-    """The k fastest distinct ok configs, plus the baseline (re-measured for a fair speedup).
+    """The k fastest distinct ok configs, plus the baseline (re-measured for a fair speedup),
+    less those clearly behind (`BEHIND`; the baseline stays).
 
     When none of the k fastest converged (their windows did not agree), the last place goes to
     the fastest config that did, if its rate lies within the leader's own spread of the
@@ -56,6 +66,8 @@ def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
     if steady is not None:
         last = max(i for i, r in enumerate(chosen) if not r.baseline)
         chosen[last] = steady
+    if ok:
+        chosen = [r for r in chosen if r.rate >= BEHIND * ok[0].rate]
     base = next((r for r in ok if r.baseline), None)
     if base is not None and base not in chosen:
         chosen.append(base)

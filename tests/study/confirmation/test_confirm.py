@@ -31,7 +31,7 @@ from autotune.study.confirmation.budget import (
     run_seconds,
     start_costs,
 )
-from autotune.study.confirmation.candidate import Candidate, candidates
+from autotune.study.confirmation.candidate import BEHIND, Candidate, candidates
 from autotune.study.confirmation.rounds import run_confirmation
 from autotune.study.confirmation.winner import pick_winner
 from autotune.study.execution.protocol import RunnerBase
@@ -113,11 +113,22 @@ def test_candidates_k_larger_than_the_configs(trials: list[TrialRecord]) -> None
 
 
 def test_baseline_among_the_fastest_is_not_added_twice() -> None:
-    ts = [trial(0, 500.0, baseline=True), trial(1, 100.0, batch_size=4),
-          trial(2, 200.0, batch_size=16)]
+    ts = [trial(0, 500.0, baseline=True), trial(1, 260.0, batch_size=4),
+          trial(2, 300.0, batch_size=16)]
     cands = candidates(ts, 2)
     assert [c.trial for c in cands] == [0, 2]
     assert [c.baseline for c in cands] == [True, False]
+
+
+def test_a_config_read_below_half_the_fastest_is_no_candidate() -> None:
+    # T5-small on an H100: the recipe read 0.45x the leader; two fresh runs of it were held
+    # back from a compile trial, and the confirmation never ran it.
+    ts = [trial(0, 69_900.0, baseline=True), trial(3, 84_600.0, batch_size=4),
+          trial(1, 37_800.0, batch_size=16), trial(2, 42_400.0, batch_size=2)]
+    assert [c.trial for c in candidates(ts, 3)] == [3, 0, 2]
+    assert BEHIND * 84_600.0 <= 42_400.0
+    slow_base = [trial(0, 30_000.0, baseline=True), *ts[1:]]
+    assert [c.trial for c in candidates(slow_base, 3)] == [3, 2, 0]  # the baseline stays
 
 
 def test_failed_baseline_is_not_a_candidate() -> None:
