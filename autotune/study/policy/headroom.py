@@ -19,7 +19,8 @@ from autotune.contract.consistency import contradicted
 from autotune.contract.result import Verdict
 from autotune.study.store.records import TrialRecord
 
-__all__ = ["AT_LOADER", "MODEL_HEADROOM", "compile_may_pay", "loader_alone", "model_outpaces"]
+__all__ = ["AT_LOADER", "MODEL_HEADROOM", "below_loader", "compile_may_pay", "loader_alone",
+           "model_outpaces"]
 
 MODEL_HEADROOM = 1.25
 """How much faster than its loader a trial's model must run alone (data resident) for a
@@ -64,3 +65,14 @@ def compile_may_pay(best: TrialRecord, device: str) -> bool:
     if best.verdict is not Verdict.INPUT:
         return True
     return device != "cpu" and not model_outpaces(best)
+
+
+def below_loader(record: TrialRecord) -> bool:
+    """Whether `record` ran below AT_LOADER x its loader-alone rate (a rate to trust): its loader
+    could deliver more than the step takes, so what is lost lies in the training process, where
+    a compile may win it back and more loader knobs do not. The held-out timm ViT-S (H100,
+    2026-11-27): 1.77k images/s beside a loader of 3.48k; its loader climb came first and the
+    compile check came with 23 s of the search left, not run; compiled it had run 1.19x."""
+    loader = loader_alone(record)
+    diagnosis = record.result.diagnosis if record.result is not None else None
+    return bool(loader and diagnosis is not None and diagnosis.throughput < AT_LOADER * loader)

@@ -19,7 +19,8 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.request import known_incompatible
 from autotune.contract.result import Status, Verdict
 from autotune.study.policy.graphs import many_shapes
-from autotune.study.policy.headroom import compile_may_pay
+from autotune.study.policy.headroom import below_loader, compile_may_pay
+from autotune.study.policy.loader_steps import free_workers, loader_climb, threads_beside
 from autotune.study.policy.recipes import hand_recipe
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store import records
@@ -36,10 +37,6 @@ EAGER = "eager: "
 """The role prefix of an eager trial of the scan (`scan.DtypeStage`: dtypes, knobs one at a time
 and together) or of the one-shape stage: fed before any other start."""
 
-
-CPU_HEADROOM = 0.9
-"""An input-bound step at the free cores whose CPUs are busier than this has no core left to
-give its loader: every core loading is not tried."""
 
 EXPLORE = "explore"
 """The role prefix of a random config not measured yet, queued when the sampler proposed a
@@ -102,13 +99,13 @@ def diagnosed_recipe(space: SearchSpace, recipe: TrainConfig, baseline: TrialRec
     there (`_bisect`). Unchanged when the baseline was not diagnosed."""
     verdict = baseline.verdict
     if verdict is Verdict.INPUT:
-        workers = _free_workers(space, cpus)
+        workers = free_workers(space, cpus)
         dtype = space.baseline.amp_dtype if device == "cuda" else recipe.amp_dtype
         # Eager: on a GPU the recipe is eager anyway (`initial_starts`); on a CPU a compile
         # costs 20-30 s of a quick start's 140, on the cores the workers load on.
         more = space.changed(recipe, num_workers=max(workers, recipe.num_workers), amp_dtype=dtype,
                              compile="none")
-        more = _threads_beside(space, more, cpus) or more
+        more = threads_beside(space, more, cpus) or more
         return more if space.holds(more) else recipe
     if verdict not in (Verdict.COMPUTE, Verdict.OVERHEAD):
         return recipe
@@ -127,7 +124,8 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
     """What an expert tries after a guided trial: climb first, then check the choices made.
 
     A guided step that becomes the best climbs on: CUDA graphs (`reduce-overhead`) when it
-    is overhead-bound; when input-bound, the free cores loading (`_free_workers`), a deeper
+    is overhead-bound; when input-bound, a compile first where the step runs below its loader's
+    rate on a GPU (`headroom.below_loader`), then the free cores loading (`loader_steps`), a deeper
     prefetch, every core when the CPUs have room, then the batches on either side (an
     input-bound step's rate follows its loader's, which the batch moves either way); else the
     next larger batch. Where the climb stops (no larger batch, or a step that did not beat the best,
@@ -155,7 +153,10 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
         if wanted and mode in space.values("compile"):
             climb.append(config.replace(compile=mode))
     if verdict is Verdict.INPUT:
-        climb += _loader_climb(space, config, best, cpus)
+        if config.compile == "none" and "default" in space.values("compile") \
+                and below_loader(best) and compile_may_pay(best, device):
+            climb.append(config.replace(compile="default"))  # before the loader's knobs
+        climb += loader_climb(space, config, best, cpus)
     elif config.num_workers == 0 and (best.result.data_wait_fraction or 0.0) >= 0.05:
         # Not input-bound, yet the step waited for data: loading in the training process
         # takes host time the step needs (CUDA graphs leave little else on the host).
@@ -180,54 +181,6 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
     return _label(space, climb)
 
 
-def _loader_climb(space: SearchSpace, config: TrainConfig, best: TrialRecord,
-                  cpus: int | None) -> list[TrainConfig]:
-    """An input-bound best's loader steps: the free cores loading, the deepest prefetch, and
-    every core when the free ones are loading and the CPUs still have room (the main process
-    then shares a core: on an H100 a held-out ResNet-18 was fastest at 12-15 workers of 16)."""
-    climb = []
-    free, most = _free_workers(space, cpus), _most_workers(space)
-    if free > config.num_workers:
-        climb.append(space.changed(config, num_workers=free))
-    prefetch = max((p for p in space.values("prefetch_factor") if p), default=None)
-    if prefetch and (config.prefetch_factor or 2) < prefetch and config.num_workers:
-        climb.append(config.replace(prefetch_factor=prefetch))
-    threads = _threads_beside(space, config, cpus)
-    if threads is not None:
-        climb.append(threads)
-    diagnosis = best.result.diagnosis if best.result is not None else None
-    busy = diagnosis.cpu_busy_fraction if diagnosis is not None else None
-    if free <= config.num_workers < most and (busy is None or busy < CPU_HEADROOM):
-        climb.append(space.changed(config, num_workers=most))
-    return climb
-
-
-def _threads_beside(space: SearchSpace, config: TrainConfig, cpus: int | None
-                    ) -> TrainConfig | None:
-    """`config` with the training process's intra-op threads on the cores its loader workers
-    leave (at least one), when the space searches them and that is a change. PyTorch starts a
-    thread per core, and each competes with a worker for it: an augmenting loader on a 2-core
-    host ran 5.5k images/s with two workers and one thread, 4.2k with two threads (the
-    loader in the training process: 3.2k; torch 2.13, 2026-11-25)."""
-    if cpus is None or config.num_workers == 0 or len(space.values("intra_op_threads")) < 2:
-        return None
-    threads = space.changed(config, intra_op_threads=max(1, cpus - config.num_workers))
-    return threads if threads != config and space.holds(threads) else None
-
-
-def _most_workers(space: SearchSpace) -> int:
-    """Every core loading: the most loader workers the space holds."""
-    return max((w for w in space.values("num_workers") if isinstance(w, int)), default=0)
-
-
-def _free_workers(space: SearchSpace, cpus: int | None) -> int:
-    """The free cores loading: the most workers the space holds that leave one of the `cpus`
-    to the main process (all of them when `cpus` is not known, or the space holds none such)."""
-    workers = [w for w in space.values("num_workers") if isinstance(w, int)]
-    free = [w for w in workers if cpus is None or w <= max(1, cpus - 1)]
-    return max(free or workers, default=0)
-
-
 def _bisect(space: SearchSpace, done: TrialRecord, best: TrialRecord) -> TrainConfig | None:
     """After a larger batch than the best's ran out of memory, the batch halfway between them
     (the best config's other knobs kept), while one is left between. The recipe's climb (tried
@@ -250,7 +203,8 @@ def _checks(space: SearchSpace, best: TrialRecord, device: str) -> list[TrainCon
     `headroom.compile_may_pay`); at a compiled best
     the loader does not limit, the other compile scope and the other optimizer implementation.
     Then, on a GPU, choices that cost host resources or memory but keep the compiled graph
-    (each check a cache hit): fewer loader workers when the step is not input-bound, pinning,
+    (each check a cache hit): at a compiled best, the next shallower prefetch; fewer loader
+    workers when the step is not input-bound, pinning,
     the allocator's expandable segments. A check that ties keeps the cheaper config in the
     confirmation."""
     assert best.config is not None
@@ -279,6 +233,12 @@ def _checks(space: SearchSpace, best: TrialRecord, device: str) -> list[TrainCon
         if config.compile != "none" and "none" in compiles:
             checks.append(space.changed(config, num_workers=0, compile="none"))
     if device != "cpu":
+        # The prefetch depth was climbed for the eager step: a timm ViT compiled at depth 8
+        # ran 0.95x its twin at 4 side by side (3 rounds, H100, 2026-11-27).
+        shallower = [p for p in space.values("prefetch_factor")
+                     if p and p < (config.prefetch_factor or 0)]
+        if config.compile != "none" and config.num_workers and shallower:
+            checks.append(config.replace(prefetch_factor=shallower[-1]))
         fewer = [w for w in workers if isinstance(w, int) and 0 < w <= config.num_workers // 4]
         if verdict is not Verdict.INPUT and fewer:
             checks.append(space.changed(config, num_workers=fewer[-1]))

@@ -260,6 +260,25 @@ def test_on_a_gpu_an_input_bound_best_is_checked_compiled_unless_its_model_outpa
     assert compiled not in ups(gpu, vit, vit, device="cpu")  # on a CPU: never
 
 
+def test_on_a_gpu_an_input_bound_best_below_its_loaders_rate_is_compiled_before_the_loader_climb(
+        ) -> None:
+    # The held-out timm ViT-S (H100, 2026-11-27): 1.77k end to end beside a loader of 3.48k
+    # alone; the loader climb ran first and the compile came with 23 s left, not run.
+    gpu = space_of(GPU_SPACE, device="cuda", cpus=16)
+    config = TrainConfig(batch_size=8, num_workers=15, prefetch_factor=4, pin_memory=True,
+                         persistent_workers=True, amp_dtype="bf16")
+    below = with_rates(done(5, config, Verdict.INPUT, throughput=1770.0), loader=3479.0,
+                       model=2298.0)
+    climb = ups(gpu, below, below, device="cuda")
+    assert climb[0] == config.replace(compile="default")
+    assert config.replace(prefetch_factor=2) not in climb  # (the deepest is the space's 4)
+    # At its loader's rate the loader is the limit: its knobs first, the compile at the end.
+    at = with_rates(done(5, config, Verdict.INPUT, throughput=3400.0), loader=3479.0,
+                    model=3900.0)
+    assert ups(gpu, at, at, device="cuda")[0].compile == "none"
+    assert ups(gpu, below, below, device="cpu")[0].compile == "none"  # never first on a CPU
+
+
 GPU_SPACE = {**CPU_SPACE, "pin_memory": {"choices": [False, True]},
              "expandable_segments": {"choices": [False, True]}}
 
@@ -275,8 +294,13 @@ def test_on_a_gpu_the_checks_keep_the_graph_and_fewer_workers_only_when_not_inpu
     # At the largest batch, every core loading, the deepest prefetch: nothing left to climb
     # but, when input-bound, the smaller batch (the loader's rate moves with the batch).
     smaller = [config.replace(batch_size=32)] if verdict is Verdict.INPUT else []
-    assert checks == smaller + [config.replace(compile="none")] + fewer + [
+    # Compiled, the prefetch one step shallower: its depth was climbed for the eager step.
+    shallower = [config.replace(prefetch_factor=2)]
+    assert checks == smaller + [config.replace(compile="none")] + shallower + fewer + [
         config.replace(pin_memory=False), config.replace(expandable_segments=True)]
+    eager = done(1, config.replace(compile="none"), verdict)
+    assert config.replace(compile="none", prefetch_factor=2) not in \
+        ups(space_of(GPU_SPACE, device="cuda", cpus=8), eager, eager, device="cuda")
 
 
 @pytest.mark.parametrize("verdict", [Verdict.COMPUTE, Verdict.OVERHEAD, Verdict.INPUT])
