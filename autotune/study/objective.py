@@ -110,7 +110,7 @@ class Objective:
                 status=Status.ERROR, ran=False, reason=f"not run: compiling this step did not "
                 f"settle in trial {storm.number} (it kept recompiling on new shapes), and every "
                 f"compile mode traces the same shapes"))
-        refused = graphs_refused(config, self.finished()) or impl_refused(config, self.finished())
+        refused = graphs_refused(config, self.finished(), self.device) or impl_refused(config, self.finished())
         if refused is not None:  # infeasible too: a graph per shape, or a flag it lacks
             return Outcome(result=TrialResult(status=Status.ERROR, ran=False, reason=refused))
         earlier = self.measured_before(config)

@@ -147,7 +147,7 @@ class SlotLoop:
         or too slow to compile in what is left (`_cannot_fit`)."""
         return self.objectives[0].measured_before(config, done) is not None \
             or cannot_win(config, done) is not None or recompiling(config, done) is not None \
-            or graphs_refused(config, done) is not None or impl_refused(config, done) is not None \
+            or graphs_refused(config, done, self.settings.device) is not None or impl_refused(config, done) is not None \
             or self._cannot_fit(config, done, cut)
 
     def _cannot_fit(self, config: TrainConfig, done: Sequence[TrialRecord],

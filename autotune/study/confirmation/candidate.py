@@ -44,7 +44,8 @@ after its first step, and the search ended 120 s inside its budget."""
 
 def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
     """The k fastest distinct ok configs, plus the baseline (re-measured for a fair speedup),
-    less those clearly behind (`BEHIND`; the baseline stays).
+    less those clearly behind (`BEHIND`; the baseline stays) and those whose optimizer_impl
+    their optimizer left as built (`_left_as_built`).
 
     When none of the k fastest converged (their windows did not agree), the last place goes to
     the fastest config that did, if its rate lies within the leader's own spread of the
@@ -52,7 +53,8 @@ def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
     H100 a held-out launch-bound tabular model's three leaders read 64-67k rows/s with windows
     17-24% apart and ran 44-52k fresh, while a config read 58.6k with 5.5% spread, and a
     config like it ran 59k side by side, was left out (2026-11-26)."""
-    ok = [r for r in measured(records) if r.ok and r.search and r.duplicate_of is None]
+    ok = [r for r in measured(records) if r.ok and r.search and r.duplicate_of is None
+          and not _left_as_built(r)]
     ok.sort(key=lambda r: -r.rate)
     chosen: list[MeasuredRecord] = []
     seen: list[TrainConfig] = []
@@ -82,6 +84,14 @@ def candidates(records: Sequence[TrialRecord], k: int) -> list[Candidate]:
                   steady=r is steady)
         for r in chosen
     ]
+
+
+def _left_as_built(r: MeasuredRecord) -> bool:
+    """Whether `r` asked for an optimizer_impl its own optimizer does not take: it measured the
+    optimizer as built under another name (trials running beside the first may ask before the
+    search knows; `study.policy.optimizer`)."""
+    takes = r.result.optimizer_impls
+    return takes is not None and r.config.optimizer_impl not in takes
 
 
 def _steady(ok: Sequence[MeasuredRecord], chosen: Sequence[MeasuredRecord]

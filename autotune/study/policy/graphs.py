@@ -9,7 +9,7 @@ overhead-bound eagerly, so the ladder climbed to CUDA graphs: the first step com
 and the trial was killed at its 274-s limit still warming up, half of a 548-s search spent.
 
 So once a trial saw more than CUDA_GRAPH_SHAPES distinct shapes under an adapter's knob
-values, no CUDA-graph config with those values is run: the ladder climbs to a dynamic-shape
+values and batch size, no CUDA-graph config with those values is run on CUDA: the ladder climbs to a dynamic-shape
 compile (`compile=default`) instead, and a proposal is refused unrun as infeasible (the
 sampler learns it). The padding note of `best.yaml` says what padding would leave; an adapter
 knob that pads (`pad_to_multiple_of`) keeps its own trials apart, as its values change the
@@ -39,10 +39,12 @@ def many_shapes(result: TrialResult | None) -> bool:
         and (result.shape_count or 0) > CUDA_GRAPH_SHAPES
 
 
-def graphs_refused(config: TrainConfig, finished: Sequence[TrialRecord]) -> str | None:
-    """Why `config` is not run, when it replays CUDA graphs and a trial with its adapter knob
-    values saw too many shapes for one graph each; None otherwise."""
-    if config.compile not in CUDAGRAPH_MODES:
+def graphs_refused(config: TrainConfig, finished: Sequence[TrialRecord], device: str
+                   ) -> str | None:
+    """Why `config` is not run, when it replays CUDA graphs (on CUDA) and a trial with its
+    adapter knob values and batch size saw too many shapes for one graph each (as the ladder
+    reads its best: a larger padded batch sees fewer); None otherwise."""
+    if device != "cuda" or config.compile not in CUDAGRAPH_MODES:
         return None
     by = _many(config, measured(finished))
     if by is None:
@@ -55,5 +57,5 @@ def graphs_refused(config: TrainConfig, finished: Sequence[TrialRecord]) -> str 
 
 
 def _many(config: TrainConfig, ran: Sequence[MeasuredRecord]) -> MeasuredRecord | None:
-    return next((r for r in ran if r.config.params == config.params and many_shapes(r.result)),
-                None)
+    return next((r for r in ran if r.config.params == config.params
+                 and r.config.batch_size == config.batch_size and many_shapes(r.result)), None)

@@ -21,25 +21,32 @@ from autotune.study.store.records import TrialRecord
 __all__ = ["impl_held", "impl_refused", "optimizer_impls"]
 
 
-def optimizer_impls(records: Sequence[TrialRecord]) -> tuple[str, ...] | None:
-    """The values a trial found the adapter's optimizer takes; None before any trial built it."""
+def optimizer_impls(records: Sequence[TrialRecord], params: Any = None
+                    ) -> tuple[str, ...] | None:
+    """The values a trial found the adapter's optimizer takes, of a trial with the adapter knob
+    values `params` (a knob may choose the optimizer) when given; None before any such trial
+    built it."""
     return next((r.result.optimizer_impls for r in records
-                 if r.result is not None and r.result.optimizer_impls is not None), None)
+                 if r.result is not None and r.result.optimizer_impls is not None
+                 and (params is None or (r.config is not None and r.config.params == params))),
+                None)
 
 
 def impl_refused(config: TrainConfig, records: Sequence[TrialRecord]) -> str | None:
     """Why `config` is not run when its optimizer_impl is one the optimizer does not take."""
-    impls = optimizer_impls(records)
+    impls = optimizer_impls(records, config.params)
     if impls is None or config.optimizer_impl in impls:
         return None
     return (f"not run: optimizer_impl={config.optimizer_impl} would leave the adapter's "
-            f"optimizer as built (it takes {', '.join(impls)}: its class has no such flag, or "
-            f"it holds state or a scheduler; the first trial's log says which)")
+            f"optimizer as built: it takes {', '.join(impls)} (its class has no such flag, or "
+            f"it was built holding state or with a scheduler attached)")
 
 
 def impl_held(records: Sequence[TrialRecord], values: Callable[[str], Sequence[Any]]
               ) -> dict[str, Any]:
-    """{"optimizer_impl": "default"} once no value of the space but the default is taken."""
+    """{"optimizer_impl": "default"} once no value of the space but the default is taken (by
+    the first trial's optimizer). A space value taken beside one not taken is not held: the
+    sampler may propose the one not taken, which `impl_refused` refuses unrun."""
     impls = optimizer_impls(records)
     if impls is None or any(v in impls for v in values("optimizer_impl") if v != "default"):
         return {}

@@ -124,14 +124,14 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
     """What an expert tries after a guided trial: climb first, then check the choices made.
 
     A guided step that becomes the best climbs on: CUDA graphs (`reduce-overhead`) when it
-    is overhead-bound; when input-bound, a compile first where the step runs below its loader's
+    is overhead-bound (a dynamic-shape compile on batches of many shapes: `graphs`); when input-bound, a compile first where the step runs below its loader's
     rate on a GPU (`headroom.below_loader`), then the free cores loading (`loader_steps`), a deeper
     prefetch, every core when the CPUs have room, then the batches on either side (an
     input-bound step's rate follows its loader's, which the batch moves either way); else the
     next larger batch. Where the climb stops (no larger batch, or a step that did not beat the best,
     or ran out of memory: the wall, beyond which batches are implied out of memory), the best
-    config's own choices are checked one knob at a time: compile on or off, and on a CPU, where
-    loader workers take cores from the step's own threads, no workers.
+    config's own choices are checked one knob at a time (`_checks`): compile on or off, and on a
+    CPU, where loader workers take cores from the step's own threads, no workers.
     """
     if done.config is None or done.result is None or best is None or best.config is None \
             or best.result is None:
@@ -148,7 +148,7 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
     if verdict is Verdict.OVERHEAD:
         # CUDA graphs replay the whole step's kernels with one launch (torch.compile docs); on
         # batches of many shapes, a graph each (`graphs`): a dynamic-shape compile instead.
-        mode = "default" if many_shapes(best.result) else "reduce-overhead"
+        mode = "default" if device == "cuda" and many_shapes(best.result) else "reduce-overhead"
         wanted = config.compile == "none" if mode == "default" else config.compile != mode
         if wanted and mode in space.values("compile"):
             climb.append(config.replace(compile=mode))
@@ -221,7 +221,9 @@ def _checks(space: SearchSpace, best: TrialRecord, device: str) -> list[TrainCon
         # (GPT-2 small's cross-entropy over 50k logits: about a fifth of its compiled step's
         # GPU time in fp32 copies and softmax kernels, H100, 2026-11-25).
         checks.append(config.replace(compile_scope=scopes[0]))
-    impls = [i for i in space.values("optimizer_impl") if i != config.optimizer_impl]
+    takes = best.result.optimizer_impls if best.result is not None else None
+    impls = [i for i in space.values("optimizer_impl") if i != config.optimizer_impl
+             and (takes is None or i in takes)]  # not a flag the optimizer lacks
     if config.compile != "none" and verdict is not Verdict.INPUT and impls:
         # Not compiled, so a cache hit too. Eager, the fused trial of the padded transformers
         # GPT-2 read 0.89x in its noise; compiled, the step shrinks and the optimizer's share grows.
@@ -238,7 +240,7 @@ def _checks(space: SearchSpace, best: TrialRecord, device: str) -> list[TrainCon
         shallower = [p for p in space.values("prefetch_factor")
                      if p and p < (config.prefetch_factor or 0)]
         if config.compile != "none" and config.num_workers and shallower:
-            checks.append(config.replace(prefetch_factor=shallower[-1]))
+            checks.append(config.replace(prefetch_factor=max(shallower)))
         fewer = [w for w in workers if isinstance(w, int) and 0 < w <= config.num_workers // 4]
         if verdict is not Verdict.INPUT and fewer:
             checks.append(space.changed(config, num_workers=fewer[-1]))

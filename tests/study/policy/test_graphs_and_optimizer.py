@@ -5,6 +5,7 @@ its fused trial measured the default again, and was confirmed the winner)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,13 @@ import torch
 from helpers import fake_search
 from optuna.trial import TrialState
 
-from autotune import Adapter, Status, TrainConfig, TrialResult
+from autotune import Adapter, Diagnosis, Status, TrainConfig, TrialResult, Verdict
+from autotune.study.confirmation.candidate import candidates
 from autotune.study.policy.graphs import CUDA_GRAPH_SHAPES, graphs_refused, many_shapes
 from autotune.study.policy.optimizer import impl_held, impl_refused
 from autotune.study.policy.sampler import held
+from autotune.study.policy.starts import follow_ups
+from autotune.study.space.file import parse_space
 from autotune.study.store.records import TrialRecord
 from autotune.trial.features.optimizer import optimizer_impls
 
@@ -30,15 +34,22 @@ def test_cuda_graphs_are_refused_where_a_trial_with_the_same_adapter_knobs_saw_m
     eager = TrainConfig(batch_size=8, params={"pad": None})
     ran = [record(eager, shapes_vary=True, shape_count=48, shape_range="input_ids[1] 470-512")]
     graphs = eager.replace(compile="reduce-overhead")
-    reason = graphs_refused(graphs, ran)
+    reason = graphs_refused(graphs, ran, "cuda")
     assert reason is not None and "48 distinct shapes" in reason and "trial 3" in reason
-    assert graphs_refused(eager.replace(compile="max-autotune"), ran) is not None
-    assert graphs_refused(eager.replace(compile="default"), ran) is None  # dynamic: one graph
+    assert graphs_refused(eager.replace(compile="max-autotune"), ran, "cuda") is not None
+    assert graphs_refused(eager.replace(compile="default"), ran, "cuda") is None  # dynamic: one graph
     padded = TrainConfig(batch_size=8, params={"pad": 64}, compile="reduce-overhead")
-    assert graphs_refused(padded, ran) is None  # another padding: its own shapes
+    assert graphs_refused(padded, ran, "cuda") is None  # another padding: its own shapes
     few = [record(eager, shapes_vary=True, shape_count=CUDA_GRAPH_SHAPES)]
-    assert graphs_refused(graphs, few) is None  # a bucketing sampler's few lengths
+    assert graphs_refused(graphs, few, "cuda") is None  # a bucketing sampler's few lengths
     assert not many_shapes(TrialResult(status=Status.OK, throughput=1.0, shape_count=99))
+    assert graphs_refused(graphs, ran, "cpu") is None  # no CUDA graphs on a CPU
+    # A larger padded batch sees fewer shapes: judged at its own batch, as the ladder does.
+    assert graphs_refused(graphs.replace(batch_size=64), ran, "cuda") is None
+
+
+class Eight(Adapter):
+    batch_size = 8
 
 
 class NoFlags(torch.optim.Optimizer):
@@ -75,6 +86,32 @@ def test_values_the_optimizer_does_not_take_are_refused_and_held() -> None:
     assert impl_held(foreach, lambda k: impls[k]) == {}  # foreach is still worth a trial
     assert impl_refused(fused, foreach) is not None
     assert held(only, lambda k: impls.get(k, ("x",))) == {"optimizer_impl": "default"}
+    # An adapter knob may choose the optimizer: what one trial's took says nothing of another's.
+    sgd = TrainConfig(batch_size=8, params={"opt": "sgd"}, optimizer_impl="fused")
+    assert impl_refused(sgd, only) is None
+
+
+def test_a_config_whose_optimizer_was_left_as_built_is_no_candidate() -> None:
+    # With several GPUs a fused trial may run beside the first one, before the search knows.
+    base = TrainConfig(batch_size=8)
+    fused = record(base.replace(optimizer_impl="fused"), optimizer_impls=("default",))
+    fused = dataclasses.replace(fused, number=4, value=2.0, role="",
+                                result=fused.result.replace(throughput=2.0))
+    plain = dataclasses.replace(record(base, optimizer_impls=("default",)), number=0)
+    assert [c.trial for c in candidates([plain, fused], 3)] == [0]
+
+
+def test_a_compiled_best_checks_only_an_optimizer_value_its_optimizer_takes() -> None:
+    raw = {"batch_size": {"factors": [1]}, "compile": {"choices": ["none", "default"]},
+           "optimizer_impl": {"choices": ["default", "foreach", "fused"]}}
+    space = parse_space(raw, source="s.yaml", adapter=Eight, device_type="cuda", cpus=4)
+    config = TrainConfig(batch_size=8, compile="default")
+    best = record(config, optimizer_impls=("default", "foreach"))
+    best = dataclasses.replace(best, result=best.result.replace(diagnosis=Diagnosis(
+        verdict=Verdict.COMPUTE, suggestion="", throughput=1.0, loader_rate=None,
+        compute_rate=None, data_wait_fraction=0.0, gpu_busy_fraction=None)))
+    checked = {c.optimizer_impl for _, c in follow_ups(space, best, best, device="cuda")}
+    assert checked == {"default", "foreach"}  # fused (RMSprop has none) gives way to foreach
 
 
 def no_flags(call: int, request: Any) -> TrialResult:
