@@ -32,18 +32,10 @@ def apply_optimizer_impl(optimizer: Any, impl: str, *, amp_dtype: str = "fp32",
     if impl not in _FLAGS:
         raise ValueError(f"unknown optimizer_impl {impl!r}; expected default, foreach or fused")
     cls = type(optimizer)
-    left = f"optimizer_impl={impl} left at default: "
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        return optimizer, left + f"{cls.__name__} is not a torch.optim.Optimizer"
+    why = _left_as_built(optimizer, impl)
+    if why:
+        return optimizer, f"optimizer_impl={impl} left at default: {why}"
     params = inspect.signature(cls.__init__).parameters
-    if impl not in params:
-        return optimizer, left + f"{cls.__name__}.__init__ has no {impl!r} argument"
-    if optimizer.state:  # it stepped, or its constructor made state (Adagrad's sums)
-        return optimizer, left + f"{cls.__name__} already holds state: a rebuild would lose it"
-    attached = _attached(optimizer)
-    if attached:
-        return optimizer, left + f"{cls.__name__} has {attached} attached: a rebuild would " \
-                                 "drop it (build the optimizer alone in optimizer())"
     device = device_type or next((p.device.type for group in optimizer.param_groups
                                   for p in group["params"]), "cpu")
     unsound = _unsound(cls, impl, amp_dtype, device)
@@ -63,11 +55,23 @@ def apply_optimizer_impl(optimizer: Any, impl: str, *, amp_dtype: str = "fp32",
 def optimizer_impls(optimizer: Any) -> tuple[str, ...]:
     """The `optimizer_impl` values `apply_optimizer_impl` would apply to `optimizer` as built
     ("default" always): the search holds the others (`study.policy.optimizer`)."""
-    if not isinstance(optimizer, torch.optim.Optimizer) or optimizer.state \
-            or _attached(optimizer):
-        return ("default",)
-    params = inspect.signature(type(optimizer).__init__).parameters
-    return ("default", *(flag for flag in _FLAGS if flag in params))
+    return ("default", *(flag for flag in _FLAGS if not _left_as_built(optimizer, flag)))
+
+
+def _left_as_built(optimizer: Any, impl: str) -> str:
+    """Why `apply_optimizer_impl` leaves `optimizer` as built for the flag `impl`, else ""."""
+    cls = type(optimizer)
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        return f"{cls.__name__} is not a torch.optim.Optimizer"
+    if impl not in inspect.signature(cls.__init__).parameters:
+        return f"{cls.__name__}.__init__ has no {impl!r} argument"
+    if optimizer.state:  # it stepped, or its constructor made state (Adagrad's sums)
+        return f"{cls.__name__} already holds state: a rebuild would lose it"
+    attached = _attached(optimizer)
+    if attached:
+        return (f"{cls.__name__} has {attached} attached: a rebuild would drop it (build the "
+                "optimizer alone in optimizer())")
+    return ""
 
 
 def _unsound(cls: type, impl: str, amp_dtype: str, device_type: str) -> str:
