@@ -1,6 +1,7 @@
 """Whether a trial's part rates (the loader alone, the model alone) can be true beside its
 end-to-end rate: the diagnosis sets aside a rate that cannot (`trial.diagnose`), and the search
-does not act on one (`study.policy.headroom.loader_alone`, which the sampler and the ladder read)."""
+does not act on one (`study.policy.headroom.loader_alone`, which the sampler and the ladder
+read)."""
 
 from __future__ import annotations
 

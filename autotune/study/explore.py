@@ -8,10 +8,9 @@ from autotune.contract.request import known_incompatible
 from autotune.study.confirmation.winner import best_and_baseline
 from autotune.study.objective import Objective
 from autotune.study.policy.eager import cannot_win, recompiling
-from autotune.study.policy.graphs import graphs_refused
 from autotune.study.policy.headroom import compile_may_pay
 from autotune.study.policy.ladder import Ladder
-from autotune.study.policy.optimizer import impl_refused
+from autotune.study.policy.refused import refused
 from autotune.study.policy.sampler import held
 from autotune.study.policy.starts import unmeasured
 from autotune.study.space.bound import SearchSpace
@@ -40,8 +39,7 @@ def exploration(objective: Objective, space: SearchSpace, ladder: Ladder, *, dev
                        and objective.overhead_ceiling(c, done) is None
                        and cannot_win(c, done) is None
                        and recompiling(c, done) is None
-                       and graphs_refused(c, done, device) is None
-                       and impl_refused(c, done) is None
+                       and refused(c, done, device) is None
                        and all(getattr(c, k) == v for k, v in hold.items())
                        and known_incompatible(c, device) is None
                        and not (affordable and objective.cold_compile(c, done) is not None)

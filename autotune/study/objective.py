@@ -21,8 +21,7 @@ from autotune.study.policy.compile_prior import first_compile
 from autotune.study.policy.pruning import PRUNE_RATIO
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 from autotune.study.policy.eager import cannot_win, recompiling
-from autotune.study.policy.graphs import graphs_refused
-from autotune.study.policy.optimizer import impl_refused
+from autotune.study.policy.refused import refused
 
 __all__ = ["Objective", "Outcome"]
 
@@ -104,30 +103,31 @@ class Objective:
             # Never launched; told as infeasible so the sampler learns the combination.
             return Outcome(result=TrialResult(status=Status.ERROR, ran=False,
                                               reason=f"not run: {impossible}"))
-        storm = recompiling(config, self.finished())
+        done = self.finished()  # read once: nothing below changes the study
+        storm = recompiling(config, done)
         if storm is not None:  # told as infeasible: the sampler learns compile fails here
             return Outcome(result=TrialResult(
                 status=Status.ERROR, ran=False, reason=f"not run: compiling this step did not "
                 f"settle in trial {storm.number} (it kept recompiling on new shapes), and every "
                 f"compile mode traces the same shapes"))
-        refused = graphs_refused(config, self.finished(), self.device) or impl_refused(config, self.finished())
-        if refused is not None:  # infeasible too: a graph per shape, or a flag it lacks
-            return Outcome(result=TrialResult(status=Status.ERROR, ran=False, reason=refused))
-        earlier = self.measured_before(config)
+        why = refused(config, done, self.device)
+        if why is not None:  # infeasible too: a graph per shape, or a flag it lacks
+            return Outcome(result=TrialResult(status=Status.ERROR, ran=False, reason=why))
+        earlier = self.measured_before(config, done)
         if earlier is not None and earlier.result is not None:
             return Outcome(result=earlier.result, duplicate_of=earlier.number)
-        wall = self.memory_wall(config)
+        wall = self.memory_wall(config, done)
         if wall is not None:
             # Memory is a wall, not a dimension to sample: never run a batch at least as large
             # as one that ran out of memory under the same memory-relevant knobs.
             return Outcome(result=TrialResult(
                 status=Status.OOM, ran=False, reason=f"not run: implied by trial {wall.number}, which ran "
                 f"out of memory at batch_size={wall.config.batch_size}"))
-        bound = cannot_win(config, self.finished()) if prunable and self.infer_slow else None
+        bound = cannot_win(config, done) if prunable and self.infer_slow else None
         if bound is not None:  # the loader, or the compile gains measured here, hold it back
             return Outcome(ceiling=bound[0], result=TrialResult(status=Status.PRUNED,
                                                                 reason=bound[1], ran=False))
-        implied = self.overhead_ceiling(config) if prunable else None
+        implied = self.overhead_ceiling(config, done) if prunable else None
         if implied is not None:
             ceiling, by = implied
             return Outcome(ceiling=ceiling, result=TrialResult(
@@ -136,7 +136,6 @@ class Objective:
                 f"compile={config.compile} ({human(by.rate)}/s): a launch-bound step takes as "
                 f"long at a smaller batch"))
         if budget_cut:
-            done = self.finished()
             cold = self.too_slow_to_compile(config, limit, done)
             if cold is not None:
                 # It would be cut while compiling, a timeout that says nothing about the config.

@@ -29,9 +29,8 @@ from autotune.study.execution.slots import Job, Slots
 from autotune.study.objective import Objective, Outcome
 from autotune.study.policy.batching import ON_DEVICE, batch_held, loader_on_device
 from autotune.study.policy.eager import cannot_win, recompiling
-from autotune.study.policy.graphs import graphs_refused
-from autotune.study.policy.optimizer import impl_refused
 from autotune.study.policy.pruning import report_windows
+from autotune.study.policy.refused import refused
 from autotune.study.policy.ladder import Ladder
 from autotune.study.policy.starts import prunable, stoppable
 from autotune.study.policy.sampler import held, holding
@@ -144,10 +143,11 @@ class SlotLoop:
                  cut: float | None = None) -> bool:
         """A guided start not worth a trial, by the finished trials `done`: measured before (it
         would copy that result), by what was measured unable to beat the best (`cannot_win`),
-        or too slow to compile in what is left (`_cannot_fit`)."""
+        ruled out by a trial's findings (`recompiling`, `refused`), or too slow to compile in
+        what is left (`_cannot_fit`)."""
         return self.objectives[0].measured_before(config, done) is not None \
             or cannot_win(config, done) is not None or recompiling(config, done) is not None \
-            or graphs_refused(config, done, self.settings.device) is not None or impl_refused(config, done) is not None \
+            or refused(config, done, self.settings.device) is not None \
             or self._cannot_fit(config, done, cut)
 
     def _cannot_fit(self, config: TrainConfig, done: Sequence[TrialRecord],

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from autotune.contract.config import TrainConfig
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 
-__all__ = ["BEHIND", "WARM_COMPILE_SECONDS", "Candidate", "candidates", "searched_seconds", "warm_compile"]
+__all__ = ["BEHIND", "WARM_COMPILE_SECONDS", "Candidate", "candidates", "searched_seconds",
+           "warm_compile"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -9,11 +9,11 @@ overhead-bound eagerly, so the ladder climbed to CUDA graphs: the first step com
 and the trial was killed at its 274-s limit still warming up, half of a 548-s search spent.
 
 So once a trial saw more than CUDA_GRAPH_SHAPES distinct shapes under an adapter's knob
-values and batch size, no CUDA-graph config with those values is run on CUDA: the ladder climbs to a dynamic-shape
-compile (`compile=default`) instead, and a proposal is refused unrun as infeasible (the
-sampler learns it). The padding note of `best.yaml` says what padding would leave; an adapter
-knob that pads (`pad_to_multiple_of`) keeps its own trials apart, as its values change the
-shapes (`one_shape`).
+values and batch size, no CUDA-graph config with those values is run on CUDA: the ladder
+climbs to a dynamic-shape compile (`compile=default`) instead, and a proposal is refused unrun
+as infeasible (the sampler learns it). The padding note of `best.yaml` says what padding
+would leave; an adapter knob that pads (`pad_to_multiple_of`) keeps its own trials apart, as
+its values change the shapes (`one_shape`).
 """
 
 from __future__ import annotations

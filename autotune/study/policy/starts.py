@@ -124,14 +124,15 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
     """What an expert tries after a guided trial: climb first, then check the choices made.
 
     A guided step that becomes the best climbs on: CUDA graphs (`reduce-overhead`) when it
-    is overhead-bound (a dynamic-shape compile on batches of many shapes: `graphs`); when input-bound, a compile first where the step runs below its loader's
-    rate on a GPU (`headroom.below_loader`), then the free cores loading (`loader_steps`), a deeper
-    prefetch, every core when the CPUs have room, then the batches on either side (an
-    input-bound step's rate follows its loader's, which the batch moves either way); else the
-    next larger batch. Where the climb stops (no larger batch, or a step that did not beat the best,
-    or ran out of memory: the wall, beyond which batches are implied out of memory), the best
-    config's own choices are checked one knob at a time (`_checks`): compile on or off, and on a
-    CPU, where loader workers take cores from the step's own threads, no workers.
+    is overhead-bound (a dynamic-shape compile on batches of many shapes: `graphs`); when
+    input-bound, a compile first where the step runs below its loader's rate on a GPU
+    (`headroom.below_loader`), then the free cores loading (`loader_steps`), a deeper prefetch,
+    every core when the CPUs have room, then the batches on either side (an input-bound step's
+    rate follows its loader's, which the batch moves either way); else the next larger batch.
+    Where the climb stops (no larger batch, or a step that did not beat the best, or ran out of
+    memory: the wall, beyond which batches are implied out of memory), the best config's own
+    choices are checked one knob at a time (`_checks`): compile on or off, and on a CPU, where
+    loader workers take cores from the step's own threads, no workers.
     """
     if done.config is None or done.result is None or best is None or best.config is None \
             or best.result is None:
@@ -153,9 +154,9 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
         if wanted and mode in space.values("compile"):
             climb.append(config.replace(compile=mode))
     if verdict is Verdict.INPUT:
-        if config.compile == "none" and "default" in space.values("compile") \
-                and below_loader(best) and compile_may_pay(best, device):
-            climb.append(config.replace(compile="default"))  # before the loader's knobs
+        compiled = _compiled(space, best, device)
+        if compiled is not None and below_loader(best):
+            climb.append(compiled)  # before the loader's knobs
         climb += loader_climb(space, config, best, cpus)
     elif config.num_workers == 0 and (best.result.data_wait_fraction or 0.0) >= 0.05:
         # Not input-bound, yet the step waited for data: loading in the training process
@@ -213,8 +214,8 @@ def _checks(space: SearchSpace, best: TrialRecord, device: str) -> list[TrainCon
     compiles = space.values("compile")
     if config.compile != "none" and "none" in compiles:
         checks.append(config.replace(compile="none"))
-    elif config.compile == "none" and "default" in compiles and compile_may_pay(best, device):
-        checks.append(config.replace(compile="default"))
+    elif (compiled := _compiled(space, best, device)) is not None:
+        checks.append(compiled)
     scopes = [s for s in space.values("compile_scope") if s != config.compile_scope]
     if config.compile != "none" and verdict is not Verdict.INPUT and scopes:
         # The loss compiled with the model: a loss outside the model runs eagerly otherwise
@@ -249,6 +250,16 @@ def _checks(space: SearchSpace, best: TrialRecord, device: str) -> list[TrainCon
         if len(space.values("expandable_segments")) > 1:
             checks.append(config.replace(expandable_segments=not config.expandable_segments))
     return checks
+
+
+def _compiled(space: SearchSpace, best: TrialRecord, device: str) -> TrainConfig | None:
+    """The eager best compiled (`default`), where the space holds it and it may pay
+    (`headroom.compile_may_pay`); else None."""
+    assert best.config is not None
+    if best.config.compile != "none" or "default" not in space.values("compile") \
+            or not compile_may_pay(best, device):
+        return None
+    return best.config.replace(compile="default")
 
 
 def _label(space: SearchSpace, configs: list[TrainConfig]) -> list[Start]:
