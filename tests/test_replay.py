@@ -48,3 +48,24 @@ def test_grid_runner_charges_a_pruned_trial_only_what_ran() -> None:
     full = replay.GridRunner(grid["cells"], clock).run(
         TrialRequest(adapter="a.py", config=config, device="cpu"), Path("."), timeout=1e9)
     assert full is result
+
+
+COMMITTED = ("results/replay.json", "results/h100/replay-augment.json",
+             "results/h100/replay-regrid.json")
+
+
+def test_the_committed_replay_figures_hold_for_todays_search() -> None:
+    """The policy's path on every committed grid (results/README.md's replay tables) is what the
+    committed JSONs say: a change to the search that moves it fails here until the figures are
+    replayed again (`benchmarks/search/replay.py ... --json`). The autotune policy is
+    deterministic, so one seed stands for the twenty."""
+    replay = benchmark_script("search/replay.py")
+    checked = 0
+    for name in COMMITTED:
+        for row in json.loads((REPO_ROOT / name).read_text()):
+            grid = replay.load_grid(REPO_ROOT / row["grid"])
+            assert grid["optimum"] == row["optimum"], row["grid"]
+            seconds = replay.replay(grid, "autotune", 0, row["target"])
+            assert seconds == row["autotune"]["seconds"][0], (name, row["grid"], seconds)
+            checked += 1
+    assert checked == 9
