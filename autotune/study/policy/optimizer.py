@@ -46,8 +46,12 @@ def impl_held(records: Sequence[TrialRecord], values: Callable[[str], Sequence[A
               ) -> dict[str, Any]:
     """{"optimizer_impl": "default"} once no value of the space but the default is taken (by
     the first trial's optimizer). A space value taken beside one not taken is not held: the
-    sampler may propose the one not taken, which `impl_refused` refuses unrun."""
+    sampler may propose the one not taken, which `impl_refused` refuses unrun. Nor is it held
+    for an adapter with knobs: one of them may choose the optimizer, and what the first trial's
+    took says nothing of another's (`impl_refused` still refuses, per knob values)."""
     impls = optimizer_impls(records)
     if impls is None or any(v in impls for v in values("optimizer_impl") if v != "default"):
+        return {}
+    if any(r.config is not None and r.config.params for r in records):
         return {}
     return {"optimizer_impl": "default"}

@@ -89,6 +89,9 @@ def test_values_the_optimizer_does_not_take_are_refused_and_held() -> None:
     # An adapter knob may choose the optimizer: what one trial's took says nothing of another's.
     sgd = TrainConfig(batch_size=8, params={"opt": "sgd"}, optimizer_impl="fused")
     assert impl_refused(sgd, only) is None
+    knobbed = [record(TrainConfig(batch_size=8, params={"opt": "adafactor"}),
+                      optimizer_impls=("default",))]
+    assert impl_held(knobbed, lambda k: impls[k]) == {}  # {"opt": "adamw"} may take fused
 
 
 def test_a_config_whose_optimizer_was_left_as_built_is_no_candidate() -> None:
