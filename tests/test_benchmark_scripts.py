@@ -182,3 +182,41 @@ def test_knobs_keeps_every_run_in_its_json_when_the_rounds_are_cut(tmp_path: Pat
     assert kept["partial"] is True
     assert kept["runs"] == {"base": [{"status": "ok", "throughput": 123.0, "reason": "",
                                       "spread": None}], "expert": []}
+
+
+def test_compile_ahead_alternates_the_ways_and_weighs_the_trial_beside_the_spare(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    # Issue 24's "try compiling ahead": the figures that decide it are the measured trial's rate
+    # beside the spare against in turn, and the seconds each way took.
+    import argparse
+
+    from autotune.contract.result import Status, TrialResult
+
+    ahead = benchmark_script("measurement/compile_ahead.py")
+    eager, compiled = TrainConfig(batch_size=8), TrainConfig(batch_size=8, compile="default")
+    ran: list[str] = []
+
+    def fake_run(self: Any, config: TrainConfig, cache: Path, name: str,
+                 seconds: float) -> TrialResult:
+        ran.append(name)
+        beside = "ahead" in name and name.endswith("-A")
+        rate = 90.0 if beside else 100.0
+        warm = "ahead" in name and name.endswith("-B")
+        return TrialResult(status=Status.OK, throughput=rate, duration_seconds=1.0,
+                           compile_seconds=(0.5 if warm else 20.0) if config.compile != "none"
+                           else 0.0)
+
+    monkeypatch.setattr(ahead.Pair, "_run", fake_run)
+    args = argparse.Namespace(adapter="a.py", device="cpu", measure_seconds=1.0, timeout=9.0)
+    pair = ahead.Pair(args, eager, compiled, tmp_path)
+    rounds = [ahead.one_round(pair, i) for i in range(2)]
+    assert [r["first"] for r in rounds] == ["in_turn", "ahead"]
+    assert ran[:2] == ["r0-in_turn-A", "r0-in_turn-B"] and ran[-1] == "r1-in_turn-B"
+    summary = ahead.summarize(rounds)
+    assert summary["a_ratio"] == pytest.approx(0.9)
+    assert (summary["b_compile_cold"], summary["b_compile_after_spare"]) == (20.0, 0.5)
+    assert [row["round"] for row in summary["rounds"]] == [1, 2]
+    with pytest.raises(SystemExit, match="does not compile"):
+        (tmp_path / "e.yaml").write_text("batch_size: 8\n")
+        ahead.main(["--adapter", "a.py", "--measured", str(tmp_path / "e.yaml"),
+                    "--ahead", str(tmp_path / "e.yaml")])
