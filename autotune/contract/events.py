@@ -11,8 +11,8 @@ import dataclasses
 import json
 from typing import Any, ClassVar
 
-__all__ = ["ComposedEvent", "FirstStepEvent", "PhaseEvent", "SparePausedEvent", "TrialEvent",
-           "WarmupEvent", "WindowEvent", "decode", "encode"]
+__all__ = ["ComposedEvent", "FirstStepEvent", "PhaseEvent", "RecompileEvent", "SparePausedEvent",
+           "TrialEvent", "WarmupEvent", "WindowEvent", "decode", "encode"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -72,6 +72,22 @@ class WarmupEvent:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class RecompileEvent:
+    """A warm-up step after the first compiled again (`contract.recompiles`): so a trial killed
+    while warming up says why its compile did not settle."""
+
+    KIND: ClassVar[str] = "recompile"
+    count: int | None
+    """Graphs compiled since the first step (None: Dynamo's counters could not be read)."""
+    seconds: float | None
+    """Seconds compiling since the first step."""
+    reason: str = ""
+    """The last guard that failed (`short_reason`), "" when Dynamo gave none."""
+    multiple: int | None = None
+    """The multiple that keeps the divisibility guards seen true (`divisor`)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SparePausedEvent:
     """The trial paused a spare process before its timed windows (`trial.spare`)."""
 
@@ -81,13 +97,13 @@ class SparePausedEvent:
 
 
 TrialEvent = (PhaseEvent | WindowEvent | ComposedEvent | FirstStepEvent | WarmupEvent
-              | SparePausedEvent)
+              | RecompileEvent | SparePausedEvent)
 """Any event a trial sends."""
 
 _KINDS: dict[str, type[TrialEvent]] = {
     kind.KIND: kind
     for kind in (PhaseEvent, WindowEvent, ComposedEvent, FirstStepEvent, WarmupEvent,
-                 SparePausedEvent)
+                 RecompileEvent, SparePausedEvent)
 }
 
 

@@ -89,13 +89,22 @@ def padding_note(shape_range: str, shape_count: int | None,
 
 def shapes_block(*, vary: bool | None, shape_range: str | None, count: int | None,
                  dynamic: bool | None, batch_size: int | None = None,
-                 padded: int | None = None) -> dict[str, Any] | None:
+                 padded: int | None = None,
+                 recompile_multiple: int | None = None) -> dict[str, Any] | None:
     """best.yaml's `shapes:`: whether the batches' shapes vary, over what, how many were seen,
-    whether the compile was dynamic, and what padding would allow. None when not measured."""
+    whether the compile was dynamic, and what padding would allow (`recompile_multiple`: the
+    divisor Dynamo's guards recompiled on, `TrialResult.recompile_multiple`). None when not
+    measured."""
     if vary is None:
         return None
     if not vary:
         return {"vary": False}
+    note = padding_note(shape_range or "", count, batch_size=batch_size, padded=padded)
+    if recompile_multiple:
+        m = recompile_multiple
+        note += (f" Its compile recompiled on the lengths' divisibility by {m} (a kernel's "
+                 f"alignment): lengths padded to a multiple of {m}"
+                 + (f" ({PAD_MULTIPLE} is one)" if PAD_MULTIPLE % m == 0 else "")
+                 + " keep those guards true.")
     return {"vary": True, "range": shape_range, "distinct": count, "dynamic_compile": dynamic,
-            "note": padding_note(shape_range or "", count, batch_size=batch_size,
-                                 padded=padded)}
+            "note": note}

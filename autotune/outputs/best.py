@@ -62,7 +62,8 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
         "diagnosis": _diagnosis(_diagnosed(winner) or result),
         "shapes": shapes_block(vary=result.shapes_vary, shape_range=result.shape_range,
                                count=result.shape_count, dynamic=result.dynamic_shapes,
-                               batch_size=config.batch_size, padded=result.shape_count_padded),
+                               batch_size=config.batch_size, padded=result.shape_count_padded,
+                               recompile_multiple=result.recompile_multiple),
         "measurement": {
             "trial": best.number,
             "spread": rounded(result.spread),
@@ -72,6 +73,7 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
             "compile_seconds": rounded(result.compile_seconds),
             "recompiles": result.recompiles,
             "recompile_seconds": rounded(result.recompile_seconds),
+            "recompile_reason": result.recompile_reason or None,
             "data_wait_fraction": rounded(result.data_wait_fraction),
             "peak_allocated_mb": rounded(result.peak_allocated_mb),
             "peak_reserved_mb": rounded(result.peak_reserved_mb),

@@ -191,6 +191,7 @@ def time_step(step: TrainStep, request: TrialRequest, settings: MeasureSettings,
     use and the noise are read around the timed windows. Raises `NonFiniteLoss`."""
     from autotune.trial.features.compile import CompileWatch, compile_seconds
     from autotune.trial.measure import measure
+    from autotune.trial.warmup import RecompileStorm
     from autotune.trial.warmup_rate import WarmupRate
 
     cpu_start: list[CpuTimes | None] = []
@@ -202,7 +203,9 @@ def time_step(step: TrainStep, request: TrialRequest, settings: MeasureSettings,
     compiled_for: list[float] = []  # what the limit grew by: the first step, up to grace
 
     # Streamed for the search's hopeless check; a DDP rank's items are not the trial's rate.
-    rated = WarmupRate(step, progress.emit, compiled_seconds=compile_seconds if compiles else None)
+    # A recompile is streamed too: a trial killed in warm-up then says what kept it compiling.
+    rated = WarmupRate(step, progress.emit, compiled_seconds=compile_seconds if compiles else None,
+                       on_recompile=None if watch is None else lambda: progress.emit(watch.event()))
 
     def timed_start() -> None:
         rated.stop()
@@ -226,13 +229,17 @@ def time_step(step: TrainStep, request: TrialRequest, settings: MeasureSettings,
 
     left = time_left(request, progress)
     stop = None if left is None else time.perf_counter() + left - REPORT_RESERVE
-    m = measure(step if rank is not None else rated, sync=step.sync, settings=settings,
-                finite=step.finite if rank is None else rank.agreed(step.finite),
-                gather=None if rank is None else rank.gather,
-                on_window=on_window, on_timed_start=timed_start, on_first_step=first_step,
-                stop_at=lambda: None if stop is None else stop + sum(compiled_for),
-                skip=step.skip_queued, varying=lambda: step.shapes.vary,
-                compiled_seconds=compile_seconds if compiles else None)
+    try:
+        m = measure(step if rank is not None else rated, sync=step.sync, settings=settings,
+                    finite=step.finite if rank is None else rank.agreed(step.finite),
+                    gather=None if rank is None else rank.gather,
+                    on_window=on_window, on_timed_start=timed_start, on_first_step=first_step,
+                    stop_at=lambda: None if stop is None else stop + sum(compiled_for),
+                    skip=step.skip_queued, varying=lambda: step.shapes.vary,
+                    compiled_seconds=compile_seconds if compiles else None)
+    except RecompileStorm as exc:
+        exc.reasons = () if watch is None else watch.reasons()  # what kept it compiling
+        raise
     host_cpu = cpu_usage(cpu_start[0] if cpu_start else None, read_cpu_times())
     noise = (noiseprobe.finish(noise_start[0], gpu_uuid=noiseprobe.gpu_uuid(device))
              if noise_start else None)

@@ -59,6 +59,8 @@ class RecompileStorm(Exception):
         self.steps, self.recompiling, self.seconds = steps, recompiling, seconds
         self.specialized = specialized
         """Dynamo's words when a dimension marked dynamic was specialized (`compose`)."""
+        self.reasons: tuple[str, ...] = ()
+        """The guards that failed, each once (`CompileWatch.reasons`), set where it is read."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

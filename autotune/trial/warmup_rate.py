@@ -25,13 +25,16 @@ CHUNK_SECONDS = 1.0
 
 class WarmupRate:
     """`step`, timed call to call until `stop()` (the first timed window), with each chunk of
-    steps that compiled nothing handed to `emit` as a `WarmupEvent`."""
+    steps that compiled nothing handed to `emit` as a `WarmupEvent`; `on_recompile` is called
+    after each step but the first that compiled again."""
 
     def __init__(self, step: Step, emit: Callable[[WarmupEvent], None], *,
                  compiled_seconds: Callable[[], float | None] | None = None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter,
+                 on_recompile: Callable[[], None] | None = None) -> None:
         self.step, self.emit, self.clock = step, emit, clock
         self._compiled = compiled_seconds or (lambda: None)
+        self._on_recompile = on_recompile
         self._calls = 0
         self._last: tuple[float, float | None, int] | None = None  # start, compiled, items
         self._items = self._seconds = 0.0
@@ -45,6 +48,8 @@ class WarmupRate:
         if self._last is not None:
             self._close(now, compiled)
         result = self.step()
+        if self._calls and self._on_recompile is not None and _grew(compiled, self._compiled()):
+            self._on_recompile()
         self._calls += 1
         self._last = (now, compiled, result.items)
         return result
@@ -57,9 +62,7 @@ class WarmupRate:
         """The last call ended at `now`: count it unless it was the first or compiled."""
         assert self._last is not None
         start, before, items = self._last
-        recompiled = before is not None and compiled is not None \
-            and compiled - before > RECOMPILE_SECONDS
-        if self._calls < 2 or recompiled or now <= start:
+        if self._calls < 2 or _grew(before, compiled) or now <= start:
             return
         self._items += items
         self._seconds += now - start
@@ -68,3 +71,8 @@ class WarmupRate:
             self.emit(WarmupEvent(items=self._items, seconds=self._seconds, steps=self._steps))
             self._items = self._seconds = 0.0
             self._steps = 0
+
+
+def _grew(before: float | None, after: float | None) -> bool:
+    """Whether compile seconds grew between two readings (a step that compiled)."""
+    return before is not None and after is not None and after - before > RECOMPILE_SECONDS

@@ -22,6 +22,7 @@ from autotune.adapter import defines
 from autotune.contract.events import ComposedEvent
 from autotune.contract.host import pin_to_share
 from autotune.contract.phases import Phase
+from autotune.contract.recompiles import divisor
 from autotune.contract.request import LAUNCH_ENV, TrialRequest
 from autotune.contract.result import RECOMPILING, Fingerprint, Status, TrialResult
 from autotune.trial import compile_facts, steps
@@ -163,6 +164,10 @@ def _result(got: _Reached, memory: Memory, *, status: Status, reason: str = "",
         recompiles=None if timed is None or timed.recompiles is None else timed.recompiles.count,
         recompile_seconds=(None if timed is None or timed.recompiles is None
                            else timed.recompiles.seconds),
+        recompile_reason="" if timed is None or timed.recompiles is None
+        else "; ".join(timed.recompiles.reasons),
+        recompile_multiple=None if timed is None or timed.recompiles is None
+        else timed.recompiles.multiple,
         shapes_vary=None if timed is None else timed.shapes.vary,
         shape_range=None if timed is None else timed.shapes.ranges,
         shape_count=None if timed is None else timed.shapes.count,
@@ -185,12 +190,18 @@ def _storm(got: _Reached, memory: Memory, exc: RecompileStorm) -> TrialResult:
     seen = ("" if shapes is None or not shapes.vary else
             f"; its batches' shapes vary ({shapes.ranges or 'structure'}, {shapes.count} "
             "distinct so far)")
-    reason = (f"{RECOMPILING}: {exc}{seen}. Pad the varying dimensions to a few sizes, or "
-              "search with a space file whose compile is [none] (--space)")
+    multiple = divisor(exc.reasons)
+    why = "" if not exc.reasons else f" (the last guard that failed: {exc.reasons[-1]})"
+    pad = (f"Pad the varying lengths to a multiple of {multiple} (Dynamo specialized them on "
+           f"their divisibility by {multiple})" if multiple else
+           "Pad the varying dimensions to a few sizes")
+    reason = (f"{RECOMPILING}: {exc}{why}{seen}. {pad}, or search with a space file whose "
+              "compile is [none] (--space)")
     specialized = bool(exc.specialized)  # ended with its first compile: no recompile counted
     return _result(got, memory, status=Status.ERROR, reason=reason).replace(
         recompiles=None if specialized else exc.recompiling,
         recompile_seconds=None if specialized else exc.seconds,
+        recompile_reason="; ".join(exc.reasons), recompile_multiple=multiple,
         shapes_vary=None if shapes is None else shapes.vary,
         shape_range=None if shapes is None else shapes.ranges,
         shape_count=None if shapes is None else shapes.count,

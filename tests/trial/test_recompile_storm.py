@@ -62,3 +62,47 @@ def test_the_trial_reports_an_error_that_names_the_shapes(tmp_path: Path, tiny_a
     assert "Pad the varying dimensions" in result.reason
     assert (result.recompiles, result.recompile_seconds) == (3, 41.0)
     assert result.shapes_vary is False and result.shape_count == 1  # the tiny adapter's one
+
+
+def test_the_watch_reads_why_dynamo_compiled_again_after_the_first_step() -> None:
+    # A guard on a length's divisibility, as SDPA's memory-efficient backward makes one (a
+    # transformers T5 on padded batches, bf16, H100, 2026-11-28): Dynamo's own words, read back.
+    import torch
+
+    from autotune.trial.features.compile import CompileWatch
+
+    torch._dynamo.reset()
+
+    def aligned(x: torch.Tensor) -> torch.Tensor:
+        return x * 2 if x.shape[1] % 16 == 0 else x + 1
+
+    f = torch.compile(aligned, dynamic=True, backend="eager")
+    watch = CompileWatch()
+    f(torch.ones(2, 17))
+    watch.first_step_done()
+    assert watch.reasons() == ()
+    f(torch.ones(2, 33))  # the same remainder: no recompile
+    f(torch.ones(2, 32))
+    seen = watch.read()
+    assert len(seen.reasons) == 1 and "% 16" in seen.reasons[0], seen.reasons
+    assert seen.multiple == 16 and seen.count == 1
+    event = watch.event()
+    assert (event.count, event.multiple, event.reason) == (1, 16, seen.reasons[0])
+    torch._dynamo.reset()
+
+
+def test_a_storm_on_a_divisibility_guard_says_which_multiple_to_pad_to(
+        tmp_path: Path, tiny_adapter: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def storming(step, *args, **kwargs):  # type: ignore[no-untyped-def]
+        storm = RecompileStorm(steps=7, recompiling=3, seconds=41.0)
+        storm.reasons = ("(input_ids.size()[1] % 16) != 0 (meta__sdpa)",
+                         "(labels.size()[1] % 8) == 0 (is_aligned)")
+        raise storm
+
+    monkeypatch.setattr(steps, "time_step", storming)
+    request = TrialRequest(adapter=str(tiny_adapter), device="cpu", diagnose=False,
+                           check_env=False, config=TrainConfig(batch_size=8))
+    result = run_trial(request, events=tmp_path / "events.jsonl")
+    assert "the last guard that failed: (labels.size()[1] % 8) == 0 (is_aligned)" in result.reason
+    assert "Pad the varying lengths to a multiple of 16" in result.reason
+    assert result.recompile_multiple == 16 and "% 16" in result.recompile_reason

@@ -49,3 +49,14 @@ def test_a_measured_step_streams_its_warm_up_and_is_timed_as_before() -> None:
                                  for e in events)
     # Never the first step, nor the last (its call-to-call time ends in the first window).
     assert sum(e.steps for e in events) <= m.warmup_steps - 2
+
+
+def test_a_step_after_the_first_that_compiled_again_is_told_as_it_ends() -> None:
+    clock = FakeClock()
+    step = RecompilingStep(clock, {0, 3, 7}, step=0.25, compile=9.0)
+    told: list[int] = []
+    rated = WarmupRate(step, lambda e: None, compiled_seconds=lambda: step.compiled, clock=clock,
+                       on_recompile=lambda: told.append(step.calls))
+    for _ in range(10):
+        rated()
+    assert told == [4, 8]  # calls 3 and 7 (0-based), as each returned; the first is no recompile

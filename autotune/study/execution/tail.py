@@ -7,9 +7,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from autotune.contract.events import (FirstStepEvent, PhaseEvent, TrialEvent, WarmupEvent,
-                                      WindowEvent, decode)
+from autotune.contract.events import (FirstStepEvent, PhaseEvent, RecompileEvent, TrialEvent,
+                                      WarmupEvent, WindowEvent, decode)
 from autotune.contract.phases import Phase, stalled
+from autotune.contract.recompiles import recompile_note
 
 __all__ = ["EventCallback", "EventTail"]
 
@@ -33,6 +34,8 @@ class EventTail:
         self.stepped = False
         """Whether a warm-up step has finished."""
         self.first_step: float | None = None  # its seconds (compiling, for a compiled config)
+        self.recompiled: RecompileEvent | None = None
+        """The last recompile after the first step, if any."""
 
     def poll(self) -> None:
         if not self.path.is_file():
@@ -57,6 +60,8 @@ class EventTail:
                 elif isinstance(event, FirstStepEvent):
                     self.stepped = True
                     self.first_step = float(event.seconds)
+                elif isinstance(event, RecompileEvent):
+                    self.recompiled = event
                 if self.callback is not None:
                     self.callback(event)
 
@@ -68,7 +73,11 @@ class EventTail:
         return grace if self.phase == Phase.WARMUP else 0.0
 
     def stalled(self, *, compiling: bool) -> str:
-        """Where the trial is, in words, and for how long it has been there."""
+        """Where the trial is, in words, and for how long it has been there; what it
+        recompiled after its first step and why, if it did."""
         self.poll()
-        return stalled(self.phase, max(0.0, time.time() - self.phase_since),
-                       compiling=compiling, stepped=self.stepped, windows=len(self.rates))
+        where = stalled(self.phase, max(0.0, time.time() - self.phase_since),
+                        compiling=compiling, stepped=self.stepped, windows=len(self.rates))
+        r = self.recompiled
+        note = "" if r is None else recompile_note(r.count, r.seconds, r.reason, r.multiple)
+        return f"{where}; {note}" if note else where

@@ -8,6 +8,8 @@ from typing import Any, TypeVar, cast
 
 import torch
 
+from autotune.contract.events import RecompileEvent
+from autotune.contract.recompiles import divisor, short_reason
 from autotune.trial.shapes import Signature, leaves, varying_dims
 
 __all__ = ["MARK_DISTINCT", "CompileWatch", "Recompiles", "apply_compile", "compile_loss",
@@ -131,15 +133,18 @@ def compile_seconds() -> float | None:
 
 
 class CompileWatch:
-    """What was compiled after the first step (its graphs, its seconds): recompiles, counted
-    from Dynamo's counters. Read before the first step, at its end, and at the trial's end."""
+    """What was compiled after the first step (its graphs, its seconds, why): recompiles,
+    counted from Dynamo's counters, with the guards that failed from its compilation metrics.
+    Read before the first step, at its end, and at the trial's end."""
 
     def __init__(self) -> None:
         self._start = (_graphs(), compile_seconds())
         self._first: tuple[int | None, float | None] | None = None
+        self._before_first: list[Any] = []  # the metrics of the first step, held (by identity)
 
     def first_step_done(self) -> None:
         self._first = (_graphs(), compile_seconds())
+        self._before_first = _compilation_metrics()
 
     def recompiles(self) -> int | None:
         """Graphs compiled since the first step (new shapes or paths): None when unknown."""
@@ -153,9 +158,41 @@ class CompileWatch:
         before = self._first[1] if self._first else None
         return None if now is None or before is None else max(0.0, now - before)
 
+    def reasons(self) -> tuple[str, ...]:
+        """The guards whose failure compiled again since the first step (`short_reason`),
+        each once, in order."""
+        if self._first is None:
+            return ()
+        held = {id(m) for m in self._before_first}
+        out: list[str] = []
+        for m in _compilation_metrics():
+            said = short_reason(getattr(m, "recompile_reason", None) or "")
+            if id(m) not in held and said and said not in out:
+                out.append(said)
+        return tuple(out)
+
     def read(self) -> Recompiles:
         """What was compiled since the first step, read now."""
-        return Recompiles(count=self.recompiles(), seconds=self.recompile_seconds())
+        return Recompiles(count=self.recompiles(), seconds=self.recompile_seconds(),
+                          reasons=self.reasons())
+
+    def event(self) -> RecompileEvent:
+        """What was compiled since the first step, for the parent (the last reason only)."""
+        now = self.read()
+        return RecompileEvent(count=now.count, seconds=now.seconds,
+                              reason=now.reasons[-1] if now.reasons else "",
+                              multiple=now.multiple)
+
+
+def _compilation_metrics() -> list[Any]:
+    """Dynamo's record of each frame compile in this process (`get_compilation_metrics`, torch
+    2.2 on; each with its `recompile_reason`); [] where this torch has none."""
+    try:
+        from torch._dynamo.utils import get_compilation_metrics
+
+        return list(get_compilation_metrics())
+    except (ImportError, AttributeError, TypeError):
+        return []
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -166,3 +203,10 @@ class Recompiles:
     """Graphs compiled (None: Dynamo's counters could not be read)."""
     seconds: float | None
     """Seconds compiling (None: its timers are named otherwise in this torch)."""
+    reasons: tuple[str, ...] = ()
+    """The guards that failed (`contract.recompiles.short_reason`), each once, in order."""
+
+    @property
+    def multiple(self) -> int | None:
+        """The multiple that keeps every divisibility guard among `reasons` true."""
+        return divisor(self.reasons)

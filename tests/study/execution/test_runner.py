@@ -180,6 +180,22 @@ def test_a_stalled_trial_counts_from_the_phase_it_entered_last(tmp_path: Path) -
         "no batch from the DataLoader after 55 s"
 
 
+def test_a_trial_killed_while_recompiling_says_what_its_compile_kept_failing_on(
+        tmp_path: Path) -> None:
+    # A T5 on padded batches, bf16, compiled with dynamic shapes: killed "still warming up"
+    # after 254 s, with no word of the divisibility guards that kept it compiling (H100).
+    path = tmp_path / "events.jsonl"
+    then = time.time() - 254.0
+    write_events(path, {"event": "phase", "phase": "warmup", "time": then},
+                 {"event": "first_step", "seconds": 129.0},
+                 {"event": "recompile", "count": 2, "seconds": 96.0, "multiple": 16,
+                  "reason": "(input_ids.size()[1] % 16) != 0 (meta__sdpa)"})
+    said = EventTail(path, None).stalled(compiling=True)
+    assert said.startswith("still warming up after 254 s (step times had not settled); 2 "
+                           "recompiles after the first step (96 s), the last on (input_ids")
+    assert said.endswith("to a multiple of 16 stops these recompiles")
+
+
 def test_the_tail_hands_on_typed_events_and_skips_unknown_kinds(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     write_events(path, {"event": "phase", "phase": "windows", "time": 1.0},

@@ -1,0 +1,67 @@
+"""Why a compiled step compiled again after its first step, in words: Dynamo's guard failures.
+
+With dynamic shapes a graph still holds guards on its sizes, and some are divisibility tests a
+kernel's alignment asks for. A transformers T5-small padded per batch, bf16, compiled with
+dynamic shapes, recompiled on `(input_ids.size()[1] % 16) != 0` (the memory-efficient attention
+backward's meta function) and on `% 8` (Inductor's aligned tensors): every new residue of a
+length compiled again, 37-122 s each, and the trial was killed still warming up after 254 s
+(H100, torch 2.11, 2026-11-28, `results/h100/heldout/hf_t5/bf16-compile/`). Lengths padded to a
+multiple of the divisor keep those guards true, and the compile stops recompiling on them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+
+__all__ = ["MAX_REASON_CHARS", "divisor", "recompile_note", "short_reason"]
+
+MAX_REASON_CHARS = 160
+"""A reason is cut to this many characters: Dynamo's guards can name long expressions."""
+
+_FRAME = re.compile(r"^\s*\d+/\d+:\s*")  # "9/1: " (Dynamo's frame and its compile)
+_WHERE = re.compile(r"\bin (\w+)\)?\s*$")  # "# (_meta_registrations.py:6232 in meta_...)"
+_MODULUS = re.compile(r"%\s*(\d+)\s*\)")  # "(x.size()[1] % 16)"
+_MAX_DIVISOR = 1024
+
+
+def short_reason(raw: str) -> str:
+    """Dynamo's first guard failure of a recompile, without its frame number, with the
+    function that made the guard: `(input_ids.size()[1] % 16) != 0
+    (meta__scaled_dot_product_efficient_backward)`. "" for an empty reason."""
+    lines = [line for line in raw.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    guard, _, where = _FRAME.sub("", lines[0]).partition("#")
+    made = _WHERE.search(where.strip())
+    text = guard.strip() + (f" ({made[1]})" if made else "")
+    return text if len(text) <= MAX_REASON_CHARS else text[:MAX_REASON_CHARS - 3] + "..."
+
+
+def divisor(reasons: Iterable[str]) -> int | None:
+    """The multiple that would keep every divisibility guard among `reasons` true: the least
+    common multiple of their moduli (None when no guard tests divisibility, or past 1024)."""
+    moduli = [int(m) for r in reasons for m in _MODULUS.findall(r)]
+    moduli = [m for m in moduli if 1 < m <= _MAX_DIVISOR]
+    if not moduli:
+        return None
+    multiple = math.lcm(*moduli)
+    return multiple if multiple <= _MAX_DIVISOR else None
+
+
+def recompile_note(count: int | None, seconds: float | None, reason: str,
+                   multiple: int | None) -> str:
+    """One sentence on a trial's recompiles after its first step: how many, how long, the last
+    guard that failed, and the padding that would stop them when that guard tests divisibility.
+    "" when nothing recompiled."""
+    if not count and not reason:
+        return ""
+    done = ("recompiled" if not count else
+            f"{count} recompile{'s' if count != 1 else ''} after the first step")
+    took = f" ({seconds:.0f} s)" if seconds else ""
+    last = f", the last on {reason}" if reason else ""
+    pad = (f": Dynamo specialized a varying size on its divisibility by {multiple}, so each new "
+           f"remainder compiles again; padding the varying lengths to a multiple of {multiple} "
+           "stops these recompiles" if multiple else "")
+    return f"{done}{took}{last}{pad}"
