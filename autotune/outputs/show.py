@@ -15,6 +15,7 @@ from rich.table import Table
 from autotune.contract.config import KNOBS, TrainConfig
 from autotune.contract.errors import InputError
 from autotune.contract.fmt import human
+from autotune.contract.recompiles import divisor, recompile_note
 from autotune.contract.shapes import padding_note
 from autotune.outputs.decision import decision_note, spread_warnings, winner_phrases
 from autotune.outputs.table import trial_rows
@@ -98,6 +99,10 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
     if varied is not None:  # the best trial that saw them vary says over what
         console.print(padding_note(varied["shape_range"] or "", varied["shape_count"],
                       batch_size=varied["batch_size"], padded=varied["shape_count_padded"]))
+    for r in [r for r in rows if r.get("recompile_reason")][:3]:  # what kept a compile going
+        guards = r["recompile_reason"].split("; ")
+        console.print(f"trial {r['number']}: " + recompile_note(
+            r["recompiles"], r["recompile_seconds"], guards[-1], divisor(guards)))
     if confirmation and winner is not None:
         base = winner.baseline if winner.confirmation else None
         conf = Table(title="confirmation: fresh re-runs after the search (the winner is picked "

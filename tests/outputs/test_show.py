@@ -25,7 +25,9 @@ OUTCOMES = [
     ("", TrainConfig(batch_size=16, num_workers=1),
      TrialResult(status=Status.OK, throughput=1600.0, spread=0.2, converged=False,
                  step_seconds=0.01, data_wait_fraction=0.25, recompiles=3, shapes_vary=True,
-                 shape_range="input_ids[1] 512-1024", shape_count=437)),
+                 shape_range="input_ids[1] 512-1024", shape_count=437, recompile_seconds=40.0,
+                 recompile_reason="(input_ids.size()[1] % 16) != 0 (meta__sdpa)",
+                 recompile_multiple=16)),
 ]
 
 
@@ -81,6 +83,12 @@ def test_show_prints_the_top_trials(tmp_path: Path) -> None:
     assert "* spread above tolerance" in text
     assert "recompiles" in text and "|          3 |" in lines[fastest]
     assert "Batch shapes vary from batch to batch (input_ids[1] 512-1024, 437 distinct" in text
+    # What kept its compile going, and the padding that stops it (a T5's bf16 compile, H100).
+    assert ("trial 2: 3 recompiles after the first step (40 s), the last on (input_ids.size()[1] "
+            "% 16) != 0 (meta__sdpa)") in text and "to a multiple of 16" in text
+    written = yaml.safe_load((out / "best.yaml").read_text())
+    assert written["measurement"]["recompile_reason"] == "(input_ids.size()[1] % 16) != 0 (meta__sdpa)"
+    assert "divisibility by 16" in written["shapes"]["note"]
     # Where to go next (issue 26): the winner's profile, then the gate once it is applied.
     best = out / "best.yaml"
     assert f"autotune profile --adapter tiny.py --config {best}" in text
