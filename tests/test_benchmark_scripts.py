@@ -216,6 +216,14 @@ def test_compile_ahead_alternates_the_ways_and_weighs_the_trial_beside_the_spare
     assert summary["a_ratio"] == pytest.approx(0.9)
     assert (summary["b_compile_cold"], summary["b_compile_after_spare"]) == (20.0, 0.5)
     assert [row["round"] for row in summary["rounds"]] == [1, 2]
+    # Runs that failed (no fingerprint, no rate) still leave the summary and its JSON.
+    failed = {"status": Status.ERROR, "reason": "x"}
+    broken = [{**r, "in_turn": {**r["in_turn"], "A": TrialResult(**failed)},
+               "ahead": {**r["ahead"], "A": TrialResult(**failed)}} for r in rounds]
+    args.json = tmp_path / "ahead.json"
+    ahead.write(args, broken, eager, compiled, partial=False)
+    kept = json.loads(args.json.read_text())
+    assert kept["a_ratio"] is None and kept["device"] is None and len(kept["rounds"]) == 2
     with pytest.raises(SystemExit, match="does not compile"):
         (tmp_path / "e.yaml").write_text("batch_size: 8\n")
         ahead.main(["--adapter", "a.py", "--measured", str(tmp_path / "e.yaml"),

@@ -3,8 +3,8 @@
 With dynamic shapes a graph still holds guards on its sizes, and some are divisibility tests a
 kernel's alignment asks for. A transformers T5-small padded per batch, bf16, compiled with
 dynamic shapes, recompiled on `(input_ids.size()[1] % 16) != 0` (the memory-efficient attention
-backward's meta function) and on `% 8` (Inductor's aligned tensors): every new residue of a
-length compiled again, 37-122 s each, and the trial was killed still warming up after 254 s
+backward's meta function) and on `% 8` (Inductor's aligned tensors): a length that flipped
+one of these tests compiled again, 37-122 s each, and the trial was killed still warming up after 254 s
 (H100, torch 2.11, 2026-11-28, `results/h100/heldout/hf_t5/bf16-compile/`). Lengths padded to a
 multiple of the divisor keep those guards true, and the compile stops recompiling on them.
 """
@@ -17,25 +17,30 @@ from collections.abc import Iterable
 
 __all__ = ["MAX_REASON_CHARS", "divisor", "recompile_note", "short_reason"]
 
-MAX_REASON_CHARS = 160
+MAX_REASON_CHARS = 200
 """A reason is cut to this many characters: Dynamo's guards can name long expressions."""
 
 _FRAME = re.compile(r"^\s*\d+/\d+:\s*")  # "9/1: " (Dynamo's frame and its compile)
-_WHERE = re.compile(r"\bin (\w+)\)?\s*$")  # "# (_meta_registrations.py:6232 in meta_...)"
+_WHERE = re.compile(r"([^\s(]+):(\d+) in (\w+)")  # "_meta_registrations.py:6232 in meta_..."
 _MODULUS = re.compile(r"%\s*(\d+)\s*\)")  # "(x.size()[1] % 16)"
 _MAX_DIVISOR = 1024
 
 
 def short_reason(raw: str) -> str:
-    """Dynamo's first guard failure of a recompile, without its frame number, with the
-    function that made the guard: `(input_ids.size()[1] % 16) != 0
-    (meta__scaled_dot_product_efficient_backward)`. "" for an empty reason."""
+    """Dynamo's first guard failure of a recompile, without its frame number, with where the
+    guard was made: `(input_ids.size()[1] % 16) != 0 (_meta_registrations.py:6232 in
+    meta__scaled_dot_product_efficient_backward)`; the first place outside Dynamo's own files
+    where it names several (a guard from the user's code names Dynamo's `evaluate_expr` too).
+    "" for an empty reason."""
     lines = [line for line in raw.strip().splitlines() if line.strip()]
     if not lines:
         return ""
     guard, _, where = _FRAME.sub("", lines[0]).partition("#")
-    made = _WHERE.search(where.strip())
-    text = guard.strip() + (f" ({made[1]})" if made else "")
+    places = _WHERE.findall(where)
+    outside = [p for p in places if "_dynamo/" not in p[0]]
+    made = (outside or places)[0] if places else None
+    text = guard.strip() + (
+        f" ({made[0].rsplit('/', 1)[-1]}:{made[1]} in {made[2]})" if made else "")
     return text if len(text) <= MAX_REASON_CHARS else text[:MAX_REASON_CHARS - 3] + "..."
 
 
@@ -59,9 +64,9 @@ def recompile_note(count: int | None, seconds: float | None, reason: str,
         return ""
     done = ("recompiled" if not count else
             f"{count} recompile{'s' if count != 1 else ''} after the first step")
-    took = f" ({seconds:.0f} s)" if seconds else ""
+    took = f" ({seconds:.0f} s)" if seconds and seconds >= 0.5 else ""
     last = f", the last on {reason}" if reason else ""
-    pad = (f": Dynamo specialized a varying size on its divisibility by {multiple}, so each new "
-           f"remainder compiles again; padding the varying lengths to a multiple of {multiple} "
-           "stops these recompiles" if multiple else "")
+    pad = (": its guards test the sizes' divisibility, so a size that flips such a test "
+           f"compiles again; lengths padded to a multiple of {multiple} keep them true"
+           if multiple else "")
     return f"{done}{took}{last}{pad}"

@@ -102,8 +102,8 @@ def shapes_block(*, vary: bool | None, shape_range: str | None, count: int | Non
     note = padding_note(shape_range or "", count, batch_size=batch_size, padded=padded)
     if recompile_multiple:
         m = recompile_multiple
-        note += (f" Its compile recompiled on the lengths' divisibility by {m} (a kernel's "
-                 f"alignment): lengths padded to a multiple of {m}"
+        note += (" Its compile recompiled on guards testing the lengths' divisibility (a "
+                 f"kernel's alignment): lengths padded to a multiple of {m}"
                  + (f" ({PAD_MULTIPLE} is one)" if PAD_MULTIPLE % m == 0 else "")
                  + " keep those guards true.")
     return {"vary": True, "range": shape_range, "distinct": count, "dynamic_compile": dynamic,

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import optuna
 import rich.box
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from autotune.contract.config import KNOBS, TrainConfig
@@ -99,10 +100,10 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
     if varied is not None:  # the best trial that saw them vary says over what
         console.print(padding_note(varied["shape_range"] or "", varied["shape_count"],
                       batch_size=varied["batch_size"], padded=varied["shape_count_padded"]))
-    for r in [r for r in rows if r.get("recompile_reason")][:3]:  # what kept a compile going
+    for r in _kept_compiling(rows)[:3]:
         guards = r["recompile_reason"].split("; ")
-        console.print(f"trial {r['number']}: " + recompile_note(
-            r["recompiles"], r["recompile_seconds"], guards[-1], divisor(guards)))
+        console.print(escape(f"trial {r['number']}: " + recompile_note(
+            r["recompiles"], r["recompile_seconds"], guards[-1], divisor(guards))))
     if confirmation and winner is not None:
         base = winner.baseline if winner.confirmation else None
         conf = Table(title="confirmation: fresh re-runs after the search (the winner is picked "
@@ -156,3 +157,14 @@ def next_steps(winner: Winner, adapter: str, best: Path) -> list[str]:
             f"--config {best}",
             f"after autotune apply, keep its speed (e.g. in CI): autotune check --adapter "
             f"{adapter} --against {best}"]
+
+
+def _kept_compiling(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Trials whose compile kept going after the first step, fastest first: two recompiles or
+    more, a guard on the sizes' divisibility, or a trial that did not end ok. One recompile is
+    Dynamo's default (static shapes first, dynamic at the first new size), not news."""
+    def kept(r: dict[str, Any]) -> bool:
+        guards = (r.get("recompile_reason") or "").split("; ")
+        return bool(r.get("recompile_reason")) and (
+            (r["recompiles"] or 0) >= 2 or divisor(guards) is not None or r["status"] != "ok")
+    return sorted(filter(kept, rows), key=lambda r: -(r["throughput"] or 0.0))

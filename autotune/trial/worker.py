@@ -192,8 +192,8 @@ def _storm(got: _Reached, memory: Memory, exc: RecompileStorm) -> TrialResult:
             "distinct so far)")
     multiple = divisor(exc.reasons)
     why = "" if not exc.reasons else f" (the last guard that failed: {exc.reasons[-1]})"
-    pad = (f"Pad the varying lengths to a multiple of {multiple} (Dynamo specialized them on "
-           f"their divisibility by {multiple})" if multiple else
+    pad = (f"Pad the varying lengths to a multiple of {multiple} (Dynamo's guards test "
+           "their divisibility)" if multiple else
            "Pad the varying dimensions to a few sizes")
     reason = (f"{RECOMPILING}: {exc}{why}{seen}. {pad}, or search with a space file whose "
               "compile is [none] (--space)")

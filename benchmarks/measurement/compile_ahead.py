@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
 def write(args: argparse.Namespace, rounds: list[dict[str, Any]], measured: TrainConfig,
           ahead: TrainConfig, *, partial: bool) -> None:
     summary = summarize(rounds)
-    fingerprint = next((r[w]["A"].fingerprint for r in rounds for w in r
+    fingerprint = next((r[w]["A"].fingerprint for r in rounds for w in ("in_turn", "ahead")
                         if r[w]["A"].fingerprint), None)
     summary |= {"adapter": args.adapter, "measured": measured.describe(),
                 "ahead": ahead.describe(), "measure_seconds": args.measure_seconds,

@@ -16,9 +16,13 @@ TYPE = "1/0: ___check_type_id(args[0], 501274608), type=<class 'T5'>  # func_nam
 
 
 def test_a_guard_is_told_without_its_frame_with_the_function_that_made_it() -> None:
-    assert short_reason(SDPA) == ("(input_ids.size()[1] % 16) != 0 "
-                                  "(meta__scaled_dot_product_efficient_backward)")
-    assert short_reason(ALIGNED).endswith("% 8) == 0) (is_aligned_realized_tensor)")
+    assert short_reason(SDPA) == ("(input_ids.size()[1] % 16) != 0 (_meta_registrations.py:6232 "
+                                  "in meta__scaled_dot_product_efficient_backward)")
+    assert short_reason(ALIGNED).endswith("% 8) == 0) (ir.py:448 in is_aligned_realized_tensor)")
+    # A guard made in the user's code names Dynamo's evaluate_expr too (torch 2.13): the user's.
+    user = ("0/1: (x.size()[1] % 16) != 0  #   # model.py:4 in aligned (_dynamo/variables/"
+            "tensor.py:2606 in evaluate_expr)")
+    assert short_reason(user) == "(x.size()[1] % 16) != 0 (model.py:4 in aligned)"
     assert short_reason(TYPE) == "___check_type_id(args[0], 501274608), type=<class 'T5'>"
     assert short_reason(SDPA + "\n" + TYPE).startswith("(input_ids")  # the first guard
     assert short_reason("   \n") == ""
@@ -36,12 +40,14 @@ def test_the_padding_multiple_keeps_every_divisibility_guard_true() -> None:
 def test_the_note_says_how_many_how_long_the_last_guard_and_the_padding() -> None:
     note = recompile_note(2, 96.4, short_reason(SDPA), 16)
     assert note.startswith("2 recompiles after the first step (96 s), the last on (input_ids")
-    assert note.endswith("padding the varying lengths to a multiple of 16 stops these recompiles")
+    assert note.endswith("a size that flips such a test compiles again; lengths padded to a "
+                         "multiple of 16 keep them true")
     assert recompile_note(1, None, "", None) == "1 recompile after the first step"
+    assert recompile_note(1, 0.2, "", None) == "1 recompile after the first step"  # no "(0 s)"
     assert recompile_note(0, 0.0, "", None) == ""
     block = shapes_block(vary=True, shape_range="input_ids[1] 64-512", count=40, dynamic=True,
                          recompile_multiple=16)
-    assert block is not None and "divisibility by 16" in block["note"]
+    assert block is not None and "lengths padded to a multiple of 16" in block["note"]
     assert "(64 is one)" in block["note"]
     plain = shapes_block(vary=True, shape_range="input_ids[1] 64-512", count=40, dynamic=True)
     assert plain is not None and "divisibility" not in plain["note"]

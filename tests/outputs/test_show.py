@@ -88,7 +88,7 @@ def test_show_prints_the_top_trials(tmp_path: Path) -> None:
             "% 16) != 0 (meta__sdpa)") in text and "to a multiple of 16" in text
     written = yaml.safe_load((out / "best.yaml").read_text())
     assert written["measurement"]["recompile_reason"] == "(input_ids.size()[1] % 16) != 0 (meta__sdpa)"
-    assert "divisibility by 16" in written["shapes"]["note"]
+    assert "padded to a multiple of 16 (64 is one)" in written["shapes"]["note"]
     # Where to go next (issue 26): the winner's profile, then the gate once it is applied.
     best = out / "best.yaml"
     assert f"autotune profile --adapter tiny.py --config {best}" in text

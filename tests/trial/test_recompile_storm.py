@@ -4,10 +4,13 @@ killed "still warming up" at 84 s). Injected clock and compile timer: no real ti
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from helpers import FakeClock, RecompilingStep
+from helpers import REPO_ROOT, FakeClock, RecompilingStep
 
 from autotune import MeasureSettings, Status, TrainConfig
 from autotune.contract.request import TrialRequest
@@ -67,28 +70,77 @@ def test_the_trial_reports_an_error_that_names_the_shapes(tmp_path: Path, tiny_a
 def test_the_watch_reads_why_dynamo_compiled_again_after_the_first_step() -> None:
     # A guard on a length's divisibility, as SDPA's memory-efficient backward makes one (a
     # transformers T5 on padded batches, bf16, H100, 2026-11-28): Dynamo's own words, read back.
+    # In a process of its own: a compile there starts work that would slow the tests after it.
+    script = """
+import json, torch
+from autotune.trial.features.compile import CompileWatch
+
+def aligned(x):
+    return x * 2 if x.shape[1] % 16 == 0 else x + 1
+
+def rows_aligned(x):
+    return x * 3 if x.shape[0] % 8 == 0 else x - 1
+
+f = torch.compile(aligned, dynamic=True, backend="eager")
+g = torch.compile(rows_aligned, dynamic=True, backend="eager")
+watch = CompileWatch()
+f(torch.ones(2, 17))
+f(torch.ones(2, 32))  # a recompile within the first step: expected, not reported
+g(torch.ones(2, 5))
+watch.first_step_done()
+f(torch.ones(2, 33))  # both sides of the guard compiled already: nothing new
+quiet = watch.reasons()
+g(torch.ones(8, 5))
+seen, event = watch.read(), watch.event()
+print(json.dumps({"quiet": quiet, "reasons": seen.reasons, "count": seen.count,
+                  "multiple": seen.multiple,
+                  "event": [event.count, event.multiple, event.reason]}))
+"""
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=REPO_ROOT, timeout=120)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    got = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert got["quiet"] == []
+    assert len(got["reasons"]) == 1 and "% 8" in got["reasons"][0], got
+    assert (got["multiple"], got["count"]) == (8, 1)
+    assert got["event"] == [1, 8, got["reasons"][0]]
+
+
+def test_a_trial_streams_each_recompile_and_a_storm_keeps_the_guards(
+        tmp_path: Path, tiny_adapter: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The wiring of time_step: the warm-up wrapper tells each step after the first that
+    # compiled, the trial streams it (what a killed trial's reason is made of), and a storm
+    # carries the watch's guards into the result. torch.compile is the identity here, and
+    # Dynamo's compile seconds a counter: no compile runs.
     import torch
 
-    from autotune.trial.features.compile import CompileWatch
+    from autotune.contract.events import RecompileEvent, decode
+    from autotune.trial import measure as measure_module
+    from autotune.trial.features import compile as compile_feature
 
-    torch._dynamo.reset()
+    ticks = iter(range(1000))
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: fn)
+    monkeypatch.setattr(compile_feature, "compile_seconds", lambda: float(next(ticks)))
+    guard = "(input_ids.size()[1] % 16) != 0 (meta__sdpa)"
+    monkeypatch.setattr(compile_feature.CompileWatch, "reasons", lambda self: (guard,))
 
-    def aligned(x: torch.Tensor) -> torch.Tensor:
-        return x * 2 if x.shape[1] % 16 == 0 else x + 1
+    def warming(step, *, on_first_step, **kwargs):  # type: ignore[no-untyped-def]
+        step()
+        on_first_step(1.0)
+        step()
+        step()
+        raise RecompileStorm(steps=3, recompiling=2, seconds=2.0)
 
-    f = torch.compile(aligned, dynamic=True, backend="eager")
-    watch = CompileWatch()
-    f(torch.ones(2, 17))
-    watch.first_step_done()
-    assert watch.reasons() == ()
-    f(torch.ones(2, 33))  # the same remainder: no recompile
-    f(torch.ones(2, 32))
-    seen = watch.read()
-    assert len(seen.reasons) == 1 and "% 16" in seen.reasons[0], seen.reasons
-    assert seen.multiple == 16 and seen.count == 1
-    event = watch.event()
-    assert (event.count, event.multiple, event.reason) == (1, 16, seen.reasons[0])
-    torch._dynamo.reset()
+    monkeypatch.setattr(measure_module, "measure", warming)
+    request = TrialRequest(adapter=str(tiny_adapter), device="cpu", diagnose=False,
+                           check_env=False, config=TrainConfig(batch_size=8, compile="default"))
+    events = tmp_path / "events.jsonl"
+    result = run_trial(request, events=events)
+    told = [e for e in map(decode, events.read_text().splitlines())
+            if isinstance(e, RecompileEvent)]
+    assert len(told) == 2 and all(e.reason == guard and e.multiple == 16 for e in told)
+    assert result.recompile_reason == guard and result.recompile_multiple == 16
+    assert "Pad the varying lengths to a multiple of 16" in result.reason
 
 
 def test_a_storm_on_a_divisibility_guard_says_which_multiple_to_pad_to(
@@ -104,5 +156,5 @@ def test_a_storm_on_a_divisibility_guard_says_which_multiple_to_pad_to(
                            check_env=False, config=TrainConfig(batch_size=8))
     result = run_trial(request, events=tmp_path / "events.jsonl")
     assert "the last guard that failed: (labels.size()[1] % 8) == 0 (is_aligned)" in result.reason
-    assert "Pad the varying lengths to a multiple of 16" in result.reason
+    assert "Pad the varying lengths to a multiple of 16 (Dynamo's guards test" in result.reason
     assert result.recompile_multiple == 16 and "% 16" in result.recompile_reason

@@ -125,6 +125,10 @@ class SubprocessRunner(RunnerBase):
         result = _read_result(trial_dir, proc.returncode, outcome, duration,
                               timeout + events.compile_allowance(grace), reason,
                               windows=events.rates, warmup=events.warmup_rates)
+        r = events.recompiled
+        if outcome is Status.TIMEOUT and r is not None:  # killed recompiling: the CSV says so
+            result = result.replace(recompiles=r.count, recompile_seconds=r.seconds,
+                                    recompile_reason=r.reason, recompile_multiple=r.multiple)
         result.save(trial_dir / "result.json")  # every trial folder holds its outcome
         return result
 

@@ -160,15 +160,15 @@ class CompileWatch:
 
     def reasons(self) -> tuple[str, ...]:
         """The guards whose failure compiled again since the first step (`short_reason`),
-        each once, in order."""
+        each once, in the order they last failed (the last is the latest)."""
         if self._first is None:
             return ()
         held = {id(m) for m in self._before_first}
         out: list[str] = []
         for m in _compilation_metrics():
             said = short_reason(getattr(m, "recompile_reason", None) or "")
-            if id(m) not in held and said and said not in out:
-                out.append(said)
+            if id(m) not in held and said:
+                out = [r for r in out if r != said] + [said]
         return tuple(out)
 
     def read(self) -> Recompiles:

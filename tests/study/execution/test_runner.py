@@ -193,7 +193,32 @@ def test_a_trial_killed_while_recompiling_says_what_its_compile_kept_failing_on(
     said = EventTail(path, None).stalled(compiling=True)
     assert said.startswith("still warming up after 254 s (step times had not settled); 2 "
                            "recompiles after the first step (96 s), the last on (input_ids")
-    assert said.endswith("to a multiple of 16 stops these recompiles")
+    assert said.endswith("lengths padded to a multiple of 16 keep them true")
+
+
+def test_a_trial_killed_while_recompiling_keeps_its_recompiles_in_its_result(
+        tmp_path: Path, tiny_adapter: Path) -> None:
+    # trials.csv and `show` read the result's fields, not its reason: a killed trial's last
+    # RecompileEvent fills them. The child is a script writing the events a trial would.
+    lines = [{"event": "phase", "phase": "warmup", "time": time.time()},
+             {"event": "first_step", "seconds": 0.1},
+             {"event": "recompile", "count": 2, "seconds": 96.0, "multiple": 16,
+              "reason": "(x.size()[1] % 16) != 0 (f)"}]
+
+    class Scripted(SubprocessRunner):
+        def _launch(self, request: TrialRequest, trial_dir: Path, log: Any, *,
+                    extra: Any = None) -> Any:
+            text = "".join(json.dumps(e) + "\n" for e in lines)
+            script = (f"import pathlib, time; pathlib.Path({str(trial_dir / 'events.jsonl')!r})"
+                      f".write_text({text!r}); time.sleep(60)")
+            return subprocess.Popen([sys.executable, "-c", script], stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+
+    request = request_for(tiny_adapter, TrainConfig(batch_size=8, compile="default"))
+    result = Scripted(grace_seconds=1.0).run(request, tmp_path / "trial", timeout=2.0)
+    assert result.status is Status.TIMEOUT and "2 recompiles after the first step" in result.reason
+    assert (result.recompiles, result.recompile_seconds, result.recompile_multiple) == (2, 96.0, 16)
+    assert result.recompile_reason == "(x.size()[1] % 16) != 0 (f)"
 
 
 def test_the_tail_hands_on_typed_events_and_skips_unknown_kinds(tmp_path: Path) -> None:
