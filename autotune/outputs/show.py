@@ -96,14 +96,7 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
     console.print(table)
     if any(r["status"] == "ok" and not r["converged"] for r in rows):
         console.print("* spread above tolerance: those windows did not agree (measurement noisy)")
-    varied = next((r for r in ok if r["shapes_vary"]), None)
-    if varied is not None:  # the best trial that saw them vary says over what
-        console.print(padding_note(varied["shape_range"] or "", varied["shape_count"],
-                      batch_size=varied["batch_size"], padded=varied["shape_count_padded"]))
-    for r in _kept_compiling(rows)[:3]:
-        guards = r["recompile_reason"].split("; ")
-        console.print(escape(f"trial {r['number']}: " + recompile_note(
-            r["recompiles"], r["recompile_seconds"], guards[-1], divisor(guards))))
+    _print_shape_notes(console, ok, rows)
     if confirmation and winner is not None:
         base = winner.baseline if winner.confirmation else None
         conf = Table(title="confirmation: fresh re-runs after the search (the winner is picked "
@@ -157,6 +150,21 @@ def next_steps(winner: Winner, adapter: str, best: Path) -> list[str]:
             f"--config {best}",
             f"after autotune apply, keep its speed (e.g. in CI): autotune check --adapter "
             f"{adapter} --against {best}"]
+
+
+def _print_shape_notes(console: Console, ok: list[dict[str, Any]],
+                       rows: list[dict[str, Any]]) -> None:
+    """What varying shapes cost: over what they varied (the fastest trial of `ok` that saw
+    them vary) and what padding would leave; then a line for each of the fastest three trials
+    whose compile kept going, on which guard, and what padding stops it."""
+    varied = next((r for r in ok if r["shapes_vary"]), None)
+    if varied is not None:
+        console.print(padding_note(varied["shape_range"] or "", varied["shape_count"],
+                      batch_size=varied["batch_size"], padded=varied["shape_count_padded"]))
+    for r in _kept_compiling(rows)[:3]:
+        guards = r["recompile_reason"].split("; ")
+        console.print(escape(f"trial {r['number']}: " + recompile_note(
+            r["recompiles"], r["recompile_seconds"], guards[-1], divisor(guards))))
 
 
 def _kept_compiling(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
