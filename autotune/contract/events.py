@@ -81,10 +81,9 @@ class RecompileEvent:
     """Graphs compiled since the first step (None: Dynamo's counters could not be read)."""
     seconds: float | None
     """Seconds compiling since the first step."""
-    reason: str = ""
-    """The last guard that failed (`short_reason`), "" when Dynamo gave none."""
-    multiple: int | None = None
-    """The multiple that keeps the divisibility guards seen true (`divisor`)."""
+    reasons: str = ""
+    """The guards that failed (`short_reason`), joined by `recompiles.SEPARATOR`, the latest
+    last; "" when Dynamo gave none."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

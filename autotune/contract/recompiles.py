@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
 
-__all__ = ["MAX_REASON_CHARS", "divisor", "recompile_note", "short_reason"]
+__all__ = ["MAX_REASON_CHARS", "SEPARATOR", "divisor", "recompile_note", "short_reason"]
 
 MAX_REASON_CHARS = 200
 """A reason is cut to this many characters: Dynamo's guards can name long expressions."""
@@ -24,6 +23,10 @@ _FRAME = re.compile(r"^\s*\d+/\d+:\s*")  # "9/1: " (Dynamo's frame and its compi
 _WHERE = re.compile(r"([^\s(]+):(\d+) in (\w+)")  # "_meta_registrations.py:6232 in meta_..."
 _MODULUS = re.compile(r"%\s*(\d+)\s*\)")  # "(x.size()[1] % 16)"
 _MAX_DIVISOR = 1024
+
+SEPARATOR = "; "
+"""Between a trial's guards where they are kept as one text (`TrialResult.recompile_reason`,
+`RecompileEvent.reasons`), the latest last."""
 
 
 def short_reason(raw: str) -> str:
@@ -44,10 +47,11 @@ def short_reason(raw: str) -> str:
     return text if len(text) <= MAX_REASON_CHARS else text[:MAX_REASON_CHARS - 3] + "..."
 
 
-def divisor(reasons: Iterable[str]) -> int | None:
-    """The multiple that would keep every divisibility guard among `reasons` true: the least
-    common multiple of their moduli (None when no guard tests divisibility, or past 1024)."""
-    moduli = [int(m) for r in reasons for m in _MODULUS.findall(r)]
+def divisor(reasons: str) -> int | None:
+    """The multiple that would keep every divisibility guard among `reasons` (guards joined by
+    SEPARATOR) true: the least common multiple of their moduli (None when no guard tests
+    divisibility, or past 1024)."""
+    moduli = [int(m) for m in _MODULUS.findall(reasons)]
     moduli = [m for m in moduli if 1 < m <= _MAX_DIVISOR]
     if not moduli:
         return None
@@ -55,13 +59,13 @@ def divisor(reasons: Iterable[str]) -> int | None:
     return multiple if multiple <= _MAX_DIVISOR else None
 
 
-def recompile_note(count: int | None, seconds: float | None, reason: str,
-                   multiple: int | None) -> str:
+def recompile_note(count: int | None, seconds: float | None, reasons: str) -> str:
     """One sentence on a trial's recompiles after its first step: how many, how long, the last
-    guard that failed, and the padding that would stop them when that guard tests divisibility.
-    "" when nothing recompiled."""
-    if not count and not reason:
+    guard that failed (`reasons`: guards joined by SEPARATOR, the latest last), and the padding
+    that would stop them where the guards test divisibility. "" when nothing recompiled."""
+    if not count and not reasons:
         return ""
+    reason, multiple = reasons.split(SEPARATOR)[-1], divisor(reasons)
     done = ("recompiled" if not count else
             f"{count} recompile{'s' if count != 1 else ''} after the first step")
     took = f" ({seconds:.0f} s)" if seconds and seconds >= 0.5 else ""

@@ -201,9 +201,8 @@ class TrialResult:
     """Seconds compiling after the first step (Dynamo's and Inductor's timers): compile time
     inside warm-up and the windows, apart from `compile_seconds`' first step."""
     recompile_reason: str = ""
-    """The guards whose failure compiled again after the first step (`contract.recompiles`)."""
-    recompile_multiple: int | None = None
-    """The multiple that keeps the divisibility guards among them true (`divisor`)."""
+    """The guards whose failure compiled again after the first step, joined by
+    `contract.recompiles.SEPARATOR`, the latest last (`divisor` reads the padding from them)."""
     shapes_vary: bool | None = None
     """Whether the batches' tensor shapes differed from batch to batch (None: not measured)."""
     shape_range: str | None = None

@@ -93,7 +93,7 @@ def shapes_block(*, vary: bool | None, shape_range: str | None, count: int | Non
                  recompile_multiple: int | None = None) -> dict[str, Any] | None:
     """best.yaml's `shapes:`: whether the batches' shapes vary, over what, how many were seen,
     whether the compile was dynamic, and what padding would allow (`recompile_multiple`: the
-    divisor Dynamo's guards recompiled on, `TrialResult.recompile_multiple`). None when not
+    multiple `recompiles.divisor` reads from `TrialResult.recompile_reason`). None when not
     measured."""
     if vary is None:
         return None

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from autotune.contract.allocator import ALLOC_ENV, host_heap_env
 from autotune.contract.config import TrainConfig
 from autotune.contract.fmt import rounded
+from autotune.contract.recompiles import divisor
 from autotune.contract.result import Fingerprint, TrialResult
 from autotune.contract.shapes import shapes_block
 from autotune.outputs.decision import decision_block
@@ -63,7 +64,7 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
         "shapes": shapes_block(vary=result.shapes_vary, shape_range=result.shape_range,
                                count=result.shape_count, dynamic=result.dynamic_shapes,
                                batch_size=config.batch_size, padded=result.shape_count_padded,
-                               recompile_multiple=result.recompile_multiple),
+                               recompile_multiple=divisor(result.recompile_reason)),
         "measurement": {
             "trial": best.number,
             "spread": rounded(result.spread),

@@ -162,9 +162,8 @@ def _print_shape_notes(console: Console, ok: list[dict[str, Any]],
         console.print(padding_note(varied["shape_range"] or "", varied["shape_count"],
                       batch_size=varied["batch_size"], padded=varied["shape_count_padded"]))
     for r in _kept_compiling(rows)[:3]:
-        guards = r["recompile_reason"].split("; ")
         console.print(escape(f"trial {r['number']}: " + recompile_note(
-            r["recompiles"], r["recompile_seconds"], guards[-1], divisor(guards))))
+            r["recompiles"], r["recompile_seconds"], r["recompile_reason"])))
 
 
 def _kept_compiling(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -172,7 +171,7 @@ def _kept_compiling(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     more, a guard on the sizes' divisibility, or a trial that did not end ok. One recompile is
     Dynamo's default (static shapes first, dynamic at the first new size), not news."""
     def kept(r: dict[str, Any]) -> bool:
-        guards = (r.get("recompile_reason") or "").split("; ")
-        return bool(r.get("recompile_reason")) and (
-            (r["recompiles"] or 0) >= 2 or divisor(guards) is not None or r["status"] != "ok")
+        reasons = r.get("recompile_reason") or ""
+        return bool(reasons) and (
+            (r["recompiles"] or 0) >= 2 or divisor(reasons) is not None or r["status"] != "ok")
     return sorted(filter(kept, rows), key=lambda r: -(r["throughput"] or 0.0))

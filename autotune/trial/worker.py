@@ -22,7 +22,7 @@ from autotune.adapter import defines
 from autotune.contract.events import ComposedEvent
 from autotune.contract.host import pin_to_share
 from autotune.contract.phases import Phase
-from autotune.contract.recompiles import divisor
+from autotune.contract.recompiles import SEPARATOR, divisor
 from autotune.contract.request import LAUNCH_ENV, TrialRequest
 from autotune.contract.result import RECOMPILING, Fingerprint, Status, TrialResult
 from autotune.trial import compile_facts, steps
@@ -165,9 +165,7 @@ def _result(got: _Reached, memory: Memory, *, status: Status, reason: str = "",
         recompile_seconds=(None if timed is None or timed.recompiles is None
                            else timed.recompiles.seconds),
         recompile_reason="" if timed is None or timed.recompiles is None
-        else "; ".join(timed.recompiles.reasons),
-        recompile_multiple=None if timed is None or timed.recompiles is None
-        else timed.recompiles.multiple,
+        else SEPARATOR.join(timed.recompiles.reasons),
         shapes_vary=None if timed is None else timed.shapes.vary,
         shape_range=None if timed is None else timed.shapes.ranges,
         shape_count=None if timed is None else timed.shapes.count,
@@ -190,7 +188,7 @@ def _storm(got: _Reached, memory: Memory, exc: RecompileStorm) -> TrialResult:
     seen = ("" if shapes is None or not shapes.vary else
             f"; its batches' shapes vary ({shapes.ranges or 'structure'}, {shapes.count} "
             "distinct so far)")
-    multiple = divisor(exc.reasons)
+    multiple = divisor(SEPARATOR.join(exc.reasons))
     why = "" if not exc.reasons else f" (the last guard that failed: {exc.reasons[-1]})"
     pad = (f"Pad the varying lengths to a multiple of {multiple} (Dynamo's guards test "
            "their divisibility)" if multiple else
@@ -201,7 +199,7 @@ def _storm(got: _Reached, memory: Memory, exc: RecompileStorm) -> TrialResult:
     return _result(got, memory, status=Status.ERROR, reason=reason).replace(
         recompiles=None if specialized else exc.recompiling,
         recompile_seconds=None if specialized else exc.seconds,
-        recompile_reason="; ".join(exc.reasons), recompile_multiple=multiple,
+        recompile_reason=SEPARATOR.join(exc.reasons),
         shapes_vary=None if shapes is None else shapes.vary,
         shape_range=None if shapes is None else shapes.ranges,
         shape_count=None if shapes is None else shapes.count,

@@ -4,7 +4,8 @@ results/h100/heldout/hf_t5/bf16-compile/compile-steps.log)."""
 
 from __future__ import annotations
 
-from autotune.contract.recompiles import MAX_REASON_CHARS, divisor, recompile_note, short_reason
+from autotune.contract.recompiles import (MAX_REASON_CHARS, SEPARATOR, divisor, recompile_note,
+                                          short_reason)
 from autotune.contract.shapes import shapes_block
 
 SDPA = ("2/0: (input_ids.size()[1] % 16) != 0  # (_meta_registrations.py:6232 in "
@@ -30,21 +31,21 @@ def test_a_guard_is_told_without_its_frame_with_the_function_that_made_it() -> N
 
 
 def test_the_padding_multiple_keeps_every_divisibility_guard_true() -> None:
-    assert divisor([short_reason(SDPA), short_reason(ALIGNED)]) == 16
-    assert divisor([short_reason(ALIGNED)]) == 8
-    assert divisor([short_reason(TYPE)]) is None  # no divisibility: padding cannot help
-    assert divisor(["(x.size()[0] % 3) == 0", "(y.size()[1] % 8) == 0"]) == 24
-    assert divisor(["(x.size()[0] % 4096) == 0"]) is None  # no padding anyone would do
+    assert divisor(SEPARATOR.join([short_reason(SDPA), short_reason(ALIGNED)])) == 16
+    assert divisor(short_reason(ALIGNED)) == 8
+    assert divisor(short_reason(TYPE)) is None  # no divisibility: padding cannot help
+    assert divisor("(x.size()[0] % 3) == 0; (y.size()[1] % 8) == 0") == 24
+    assert divisor("(x.size()[0] % 4096) == 0") is None  # no padding anyone would do
 
 
 def test_the_note_says_how_many_how_long_the_last_guard_and_the_padding() -> None:
-    note = recompile_note(2, 96.4, short_reason(SDPA), 16)
+    note = recompile_note(2, 96.4, SEPARATOR.join([short_reason(ALIGNED), short_reason(SDPA)]))
     assert note.startswith("2 recompiles after the first step (96 s), the last on (input_ids")
     assert note.endswith("a size that flips such a test compiles again; lengths padded to a "
                          "multiple of 16 keep them true")
-    assert recompile_note(1, None, "", None) == "1 recompile after the first step"
-    assert recompile_note(1, 0.2, "", None) == "1 recompile after the first step"  # no "(0 s)"
-    assert recompile_note(0, 0.0, "", None) == ""
+    assert recompile_note(1, None, "") == "1 recompile after the first step"
+    assert recompile_note(1, 0.2, "") == "1 recompile after the first step"  # no "(0 s)"
+    assert recompile_note(0, 0.0, "") == ""
     block = shapes_block(vary=True, shape_range="input_ids[1] 64-512", count=40, dynamic=True,
                          recompile_multiple=16)
     assert block is not None and "lengths padded to a multiple of 16" in block["note"]

@@ -26,8 +26,7 @@ OUTCOMES = [
      TrialResult(status=Status.OK, throughput=1600.0, spread=0.2, converged=False,
                  step_seconds=0.01, data_wait_fraction=0.25, recompiles=3, shapes_vary=True,
                  shape_range="input_ids[1] 512-1024", shape_count=437, recompile_seconds=40.0,
-                 recompile_reason="(input_ids.size()[1] % 16) != 0 (meta__sdpa)",
-                 recompile_multiple=16)),
+                 recompile_reason="(input_ids.size()[1] % 16) != 0 (meta__sdpa)")),
 ]
 
 

@@ -13,6 +13,7 @@ import pytest
 from helpers import REPO_ROOT, FakeClock, RecompilingStep
 
 from autotune import MeasureSettings, Status, TrainConfig
+from autotune.contract.recompiles import divisor
 from autotune.contract.request import TrialRequest
 from autotune.contract.result import RECOMPILING
 from autotune.trial import steps
@@ -73,6 +74,7 @@ def test_the_watch_reads_why_dynamo_compiled_again_after_the_first_step() -> Non
     # In a process of its own: a compile there starts work that would slow the tests after it.
     script = """
 import json, torch
+from autotune.contract.recompiles import SEPARATOR, divisor
 from autotune.trial.features.compile import CompileWatch
 
 def aligned(x):
@@ -93,8 +95,8 @@ quiet = watch.reasons()
 g(torch.ones(8, 5))
 seen, event = watch.read(), watch.event()
 print(json.dumps({"quiet": quiet, "reasons": seen.reasons, "count": seen.count,
-                  "multiple": seen.multiple,
-                  "event": [event.count, event.multiple, event.reason]}))
+                  "multiple": divisor(SEPARATOR.join(seen.reasons)),
+                  "event": [event.count, divisor(event.reasons), event.reasons]}))
 """
     ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          cwd=REPO_ROOT, timeout=120)
@@ -138,8 +140,8 @@ def test_a_trial_streams_each_recompile_and_a_storm_keeps_the_guards(
     result = run_trial(request, events=events)
     told = [e for e in map(decode, events.read_text().splitlines())
             if isinstance(e, RecompileEvent)]
-    assert len(told) == 2 and all(e.reason == guard and e.multiple == 16 for e in told)
-    assert result.recompile_reason == guard and result.recompile_multiple == 16
+    assert len(told) == 2 and all(e.reasons == guard and divisor(e.reasons) == 16 for e in told)
+    assert result.recompile_reason == guard and divisor(result.recompile_reason) == 16
     assert "Pad the varying lengths to a multiple of 16" in result.reason
 
 
@@ -157,4 +159,4 @@ def test_a_storm_on_a_divisibility_guard_says_which_multiple_to_pad_to(
     result = run_trial(request, events=tmp_path / "events.jsonl")
     assert "the last guard that failed: (labels.size()[1] % 8) == 0 (is_aligned)" in result.reason
     assert "Pad the varying lengths to a multiple of 16 (Dynamo's guards test" in result.reason
-    assert result.recompile_multiple == 16 and "% 16" in result.recompile_reason
+    assert divisor(result.recompile_reason) == 16 and "% 16" in result.recompile_reason

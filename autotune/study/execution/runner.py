@@ -128,7 +128,7 @@ class SubprocessRunner(RunnerBase):
         r = events.recompiled
         if outcome is Status.TIMEOUT and r is not None:  # killed recompiling: the CSV says so
             result = result.replace(recompiles=r.count, recompile_seconds=r.seconds,
-                                    recompile_reason=r.reason, recompile_multiple=r.multiple)
+                                    recompile_reason=r.reasons)
         result.save(trial_dir / "result.json")  # every trial folder holds its outcome
         return result
 

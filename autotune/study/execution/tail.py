@@ -79,5 +79,5 @@ class EventTail:
         where = stalled(self.phase, max(0.0, time.time() - self.phase_since),
                         compiling=compiling, stepped=self.stepped, windows=len(self.rates))
         r = self.recompiled
-        note = "" if r is None else recompile_note(r.count, r.seconds, r.reason, r.multiple)
+        note = "" if r is None else recompile_note(r.count, r.seconds, r.reasons)
         return f"{where}; {note}" if note else where

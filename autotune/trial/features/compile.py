@@ -9,7 +9,7 @@ from typing import Any, TypeVar, cast
 import torch
 
 from autotune.contract.events import RecompileEvent
-from autotune.contract.recompiles import divisor, short_reason
+from autotune.contract.recompiles import SEPARATOR, short_reason
 from autotune.trial.shapes import Signature, leaves, varying_dims
 
 __all__ = ["MARK_DISTINCT", "CompileWatch", "Recompiles", "apply_compile", "compile_loss",
@@ -177,11 +177,10 @@ class CompileWatch:
                           reasons=self.reasons())
 
     def event(self) -> RecompileEvent:
-        """What was compiled since the first step, for the parent (the last reason only)."""
+        """What was compiled since the first step, for the parent."""
         now = self.read()
         return RecompileEvent(count=now.count, seconds=now.seconds,
-                              reason=now.reasons[-1] if now.reasons else "",
-                              multiple=now.multiple)
+                              reasons=SEPARATOR.join(now.reasons))
 
 
 def _compilation_metrics() -> list[Any]:
@@ -205,8 +204,3 @@ class Recompiles:
     """Seconds compiling (None: its timers are named otherwise in this torch)."""
     reasons: tuple[str, ...] = ()
     """The guards that failed (`contract.recompiles.short_reason`), each once, in order."""
-
-    @property
-    def multiple(self) -> int | None:
-        """The multiple that keeps every divisibility guard among `reasons` true."""
-        return divisor(self.reasons)
