@@ -167,7 +167,8 @@ def test_knobs_keeps_every_run_in_its_json_when_the_rounds_are_cut(tmp_path: Pat
             self.calls += 1
             if self.calls > 1:
                 raise KeyboardInterrupt  # the call's limit
-            return TrialResult(status=Status.OK, throughput=123.0)
+            return TrialResult(status=Status.OK, throughput=123.0, compile_seconds=4.0,
+                               recompiles=1, recompile_reason="L['x'].size()[1] % 16 != 0")
 
     out = tmp_path / "knobs.json"
     args = argparse.Namespace(runs=2, json=out, timeout=10.0, adapter="a.py", device="cpu",
@@ -181,7 +182,9 @@ def test_knobs_keeps_every_run_in_its_json_when_the_rounds_are_cut(tmp_path: Pat
     kept = json.loads(out.read_text())
     assert kept["partial"] is True
     assert kept["runs"] == {"base": [{"status": "ok", "throughput": 123.0, "reason": "",
-                                      "spread": None}], "expert": []}
+                                      "spread": None, "compile_seconds": 4.0, "recompiles": 1,
+                                      "recompile_reason": "L['x'].size()[1] % 16 != 0"}],
+                            "expert": []}
 
 
 def test_compile_ahead_alternates_the_ways_and_weighs_the_trial_beside_the_spare(

@@ -170,7 +170,9 @@ def summary_of(args: argparse.Namespace, configs: list[tuple[str, TrainConfig]],
                                        else None)}
                     for name, config in configs],
         "runs": {name: [{"status": r.status.value, "throughput": r.throughput,
-                         "reason": r.reason, "spread": r.spread} for r in rs]
+                         "reason": r.reason, "spread": r.spread,
+                         "compile_seconds": r.compile_seconds, "recompiles": r.recompiles,
+                         "recompile_reason": r.recompile_reason} for r in rs]
                  for name, rs in runs.items()},
     }
 
