@@ -247,6 +247,13 @@ def _check_loader(path: Path, cls: type[Adapter]) -> None:
                          "make_loader builds the whole loader, so loader_args would never be "
                          "used: keep one (pass the arguments inside make_loader)")
     try:
+        default_params(cls.knobs)
+    except ValueError:
+        # A wrong knob declaration: loader_args() reading self.params would fail on it, and
+        # blame itself. The knobs' own check, as the space is bound before any trial
+        # (study.space.adapter_knobs), names the knob, the field and the fix.
+        return
+    try:
         args = cls().loader_args()
     except Exception as exc:  # any error in user code: report it with its traceback
         tb = "".join(traceback.format_exception(exc))

@@ -143,3 +143,23 @@ def test_a_good_loader_contract_loads(tmp_path: Path) -> None:
                     "num_workers, prefetch_factor=None, pin_memory=False, "
                     "persistent_workers=False):\n        return [dataset]\n")
     assert defines(load_adapter(path), "make_loader")
+
+
+def test_a_wrong_knob_is_named_by_the_knobs_check_not_blamed_on_loader_args(
+        tmp_path: Path) -> None:
+    # A user's loader_args read self.params (as docs/adapters.md shows) over a misspelled
+    # field: the check of loader_args called it first and reported its traceback, "the adapter's
+    # knobs cannot be read", not the field (2026-11-28).
+    from autotune.study.space.file import parse_space
+
+    path = tmp_path / "knobbed.py"
+    path.write_text(GOOD + "\n    knobs = {'pad': {'choises': [None, 8]}}\n"
+                    "    def loader_args(self):\n"
+                    "        return {'drop_last': self.params['pad'] is None}\n")
+    cls = load_adapter(path)  # loads: the space's check of the knobs says what is wrong
+    with pytest.raises(InputError, match=r"knobbed.py: \w+.knobs\['pad'\]: unknown field\(s\) "
+                       r"\['choises'\]"):
+        parse_space({"num_workers": {"choices": [0]}}, source="space.yaml", adapter=cls,
+                    device_type="cpu", cpus=2)
+    with pytest.raises(ValueError, match=r"the adapter's knobs\['pad'\] = \{'choises'"):
+        cls().params

@@ -77,7 +77,7 @@ class Params(Mapping[str, Any]):
 def default_params(declared: Mapping[str, Any]) -> Params:
     """Each declared knob's `default:`, else its first choice, else the low end of its range:
     the values outside a trial, and the baseline trial's."""
-    values = {}
+    values, name, entry = {}, None, None
     try:
         for name, entry in declared.items():
             if "default" in entry:
@@ -87,8 +87,10 @@ def default_params(declared: Mapping[str, Any]) -> Params:
             else:
                 values[name] = entry["low"]
     except (AttributeError, TypeError, KeyError, IndexError):  # read before the search checks
-        raise ValueError(f"the adapter's knobs cannot be read: {declared!r}; each entry is a "
-                         "dict with 'choices' (a non-empty list) or 'low'/'high'") from None
+        which = f"knobs[{name!r}] = {entry!r}" if name is not None else f"knobs = {declared!r}"
+        raise ValueError(f"the adapter's {which} cannot be read: each entry is a dict with "
+                         "'choices' (a non-empty list) or 'low'/'high' (an int range); "
+                         "`autotune search` names what is wrong with it") from None
     return Params(values)
 
 
