@@ -201,6 +201,7 @@ def _search(settings: SearchSettings, layout: Layout, space: SearchSpace,
     """Run the search with its runners (closed whatever happens) and its outputs written."""
     from autotune.outputs.display import RichDisplay
     from autotune.outputs.report import OutputWriter
+    from autotune.study.execution.cache_repair import repair
     from autotune.study.execution.ddp_runner import DDPRunner
     from autotune.study.execution.forkserver import ForkServerRunner
     from autotune.study.execution.protocol import Runner
@@ -210,6 +211,7 @@ def _search(settings: SearchSettings, layout: Layout, space: SearchSpace,
     out, nproc = settings.out, settings.nproc_per_node
     display = RichDisplay()
     cache = out / "compile-cache"
+    repair(cache)  # a search killed outright may have left a build cut short
     runners: list[ForkServerRunner] | list[DDPRunner]
     confirm_runner: Runner
     if nproc > 1:  # fresh launchers for the search and the confirmation: the ranks are theirs

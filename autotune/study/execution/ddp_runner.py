@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 from autotune.contract.ranks import RANKS_DIR, merge_ranks, read_pids, read_ranks, waited_only
 from autotune.contract.request import TrialRequest
 from autotune.contract.result import Status, TrialResult
+from autotune.study.execution.cache_repair import repair
 from autotune.study.execution.processes import TrialProcess, kill_pgid
 from autotune.study.execution.runner import EventCallback, SubprocessRunner, child_env
 
@@ -69,6 +70,7 @@ class DDPRunner(SubprocessRunner):
             # gone already is a no-op (pids are not reused within seconds).
             for pid in read_pids(trial_dir):
                 kill_pgid(pid)
+            repair(self.cache_dir)  # a rank killed just now may have been writing a build
         merged = self._from_ranks(result, trial_dir)
         if merged is not result:
             merged.save(trial_dir / "result.json")

@@ -23,6 +23,7 @@ from autotune.contract.allocator import ALLOC_ENV, OTHER_ALLOC_ENVS
 from autotune.contract.events import decode
 from autotune.contract.request import LAUNCH_ENV, TrialRequest, compile_cache_env
 from autotune.contract.result import Status, TrialResult
+from autotune.study.execution.cache_repair import repair
 from autotune.study.execution.processes import TrialProcess, kill_group
 from autotune.study.execution.protocol import RunnerBase
 from autotune.study.execution.tail import EventCallback, EventTail
@@ -116,6 +117,8 @@ class SubprocessRunner(RunnerBase):
             finally:
                 # Whatever happened (even an exception here), leave no process behind.
                 kill_group(proc, self.grace_seconds if outcome is not None else 0.0)
+                if outcome is not None or proc.returncode:  # killed, or died, maybe mid-build
+                    repair(self.cache_dir)
                 self._ended()
             events.poll()
         duration = time.monotonic() - start
