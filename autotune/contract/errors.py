@@ -26,6 +26,25 @@ class ContractError(InputError):
             f"the baseline trial (#{number}, PyTorch's defaults) failed in the adapter's {part}, "
             f"which breaks the adapter contract:\n  {reason}{where}\n"
             "No configuration can fix an error in the adapter's own code, so the search "
-            "stopped. Fix the adapter (see autotune.Adapter: loss(model, batch) returns a "
-            "scalar tensor, ...) and run the same command again: the baseline runs again."
+            f"stopped. Fix the adapter (see autotune.Adapter: {_contract_of(part)}) and run the "
+            "same command again: the baseline runs again."
         )
+
+
+_CONTRACTS = {
+    "dataset()": "dataset() returns the dataset, map-style or iterable, built on the CPU",
+    "model()": "model() returns a fresh nn.Module, on the CPU",
+    "optimizer(model)": "optimizer(model) returns a torch.optim.Optimizer over the parameters "
+                        "of the model it is handed",
+    "loss(model, batch)": "loss(model, batch) returns a scalar tensor",
+    "items(batch)": "items(batch) returns how many units the batch holds",
+    "loader": "the dataset's items and the collate function run in the DataLoader's workers",
+    "make_loader": "make_loader(dataset, **knobs) returns an iterable of batches",
+    "blocks(model)": "blocks(model) returns the model's repeated submodules, for checkpointing",
+}
+
+
+def _contract_of(part: str) -> str:
+    """What the adapter's `part` (as `trial.blame` names it) must do, for the error's hint."""
+    return next((said for name, said in _CONTRACTS.items() if part.startswith(name)),
+                "its methods' docstrings say what each returns")

@@ -8,6 +8,9 @@ a baseline trial with one stops the search: no configuration fixes the adapter's
 from __future__ import annotations
 
 import contextlib
+import os
+import re
+import traceback
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +18,7 @@ import torch
 
 from autotune.trial.oom import is_oom_error
 
-__all__ = ["blame", "blamed", "blaming", "check_loss"]
+__all__ = ["blame", "blamed", "blaming", "check_loss", "where_in"]
 
 _ATTR = "_autotune_adapter_part"
 
@@ -45,6 +48,23 @@ def blaming(part: str) -> Iterator[None]:
 def blamed(exc: BaseException) -> str:
     """The adapter part `exc` was marked with, "" when none."""
     return str(getattr(exc, _ATTR, "") or "")
+
+
+_FILE_LINE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def where_in(exc: BaseException, adapter: str) -> str:
+    """The innermost line of the adapter file `adapter` that `exc` passed through, as
+    "my_adapter.py, line 47, in dataset" ("" when none): from its traceback, else from the
+    traceback text a DataLoader worker's error carries in its message."""
+    target = os.path.realpath(adapter)
+    found = [(f.filename, f.lineno, f.name) for f in traceback.extract_tb(exc.__traceback__)]
+    found += [(name, int(line), func) for name, line, func in _FILE_LINE.findall(str(exc))]
+    mine = [f for f in found if os.path.realpath(f[0]) == target]
+    if not mine:
+        return ""
+    name, line, func = mine[-1]
+    return f"{os.path.basename(name)}, line {line}, in {func}"
 
 
 def check_loss(loss: Any) -> None:

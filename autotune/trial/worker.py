@@ -81,12 +81,20 @@ def run_trial(request: TrialRequest, events: Path | None = None,
         result = _storm(got, memory(device), RecompileStorm(
             steps=1, recompiling=0, seconds=0.0, specialized=said)) if said is not None else \
             _result(got, memory(device), status=Status.OOM if is_oom_error(exc) else Status.ERROR,
-                    reason=steps.one_line(exc), contract_error=blamed(exc))
+                    reason=_reason(exc, request.adapter), contract_error=blamed(exc))
     finally:
         if got.step is not None:
             got.step.close()
     progress.enter("")
     return result.replace(phases=progress.seconds)
+
+
+def _reason(exc: BaseException, adapter: str) -> str:
+    """The error on one line; when the adapter's code raised it, with the adapter's line."""
+    from autotune.trial.blame import blamed, where_in
+
+    line = where_in(exc, adapter) if blamed(exc) else ""
+    return steps.one_line(exc) + (f" ({line})" if line else "")
 
 
 @dataclasses.dataclass

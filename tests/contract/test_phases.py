@@ -45,3 +45,14 @@ def test_a_contract_error_is_an_input_error_naming_the_part_and_the_log() -> Non
     assert "baseline trial (#0" in text and "adapter's loss(model, batch)" in text
     assert "adapter contract" in text and "log: out/trials/0/log.txt" in text
     assert "TypeError: adapter.loss must return a scalar tensor" in text
+
+
+def test_a_contract_error_says_what_the_part_that_failed_must_do() -> None:
+    # A dataset() that raised was told what loss(model, batch) must return (2026-11-28).
+    dataset = str(ContractError.in_baseline(0, part="dataset()", reason="RuntimeError: x", log=""))
+    assert "dataset() returns the dataset" in dataset and "scalar tensor" not in dataset
+    loss = str(ContractError.in_baseline(0, part="loss(model, batch), in its backward",
+                                         reason="RuntimeError: x", log=""))
+    assert "loss(model, batch) returns a scalar tensor" in loss
+    other = str(ContractError.in_baseline(0, part="the adapter's __init__", reason="x", log=""))
+    assert "docstrings say what each returns" in other

@@ -1,14 +1,15 @@
-"""The loss contract's error names the usual slip and its fix."""
+"""The loss contract's error names the usual slip and its fix; an adapter error names its line."""
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from autotune.trial.blame import check_loss
+from autotune.trial.blame import check_loss, where_in
 
 
 @dataclasses.dataclass
@@ -47,3 +48,22 @@ def test_an_output_whose_loss_attribute_raises_gets_the_plain_error() -> None:
 
     with pytest.raises(TypeError, match=r"got Strict$"):
         check_loss(Strict())
+
+
+def test_where_in_names_the_adapters_innermost_line(tmp_path: Path) -> None:
+    # The console showed "failed in the adapter's dataset()" and the error, and the user's
+    # line only in the trial's log (2026-11-28).
+    adapter = tmp_path / "my_adapter.py"
+    adapter.write_text("def helper():\n    raise RuntimeError('shard missing')\n\n"
+                       "def dataset():\n    return helper()\n")
+    namespace: dict[str, Any] = {}
+    exec(compile(adapter.read_text(), str(adapter), "exec"), namespace)
+    with pytest.raises(RuntimeError) as err:
+        namespace["dataset"]()
+    assert where_in(err.value, str(adapter)) == "my_adapter.py, line 2, in helper"
+    assert where_in(err.value, str(tmp_path / "other.py")) == ""
+    # A DataLoader worker's error carries the worker's traceback as text in its message.
+    wrapped = ValueError('Caught ValueError in DataLoader worker process 0.\nOriginal '
+                         f'Traceback (most recent call last):\n  File "{adapter}", line 9, in '
+                         '__getitem__\n    x = bad\nValueError: bad sample')
+    assert where_in(wrapped, str(adapter)) == "my_adapter.py, line 9, in __getitem__"

@@ -142,7 +142,8 @@ def test_a_failure_is_a_result_with_the_phases_it_reached(
     result = run_trial(request_for(test_adapters / "faulty.py", TrainConfig(batch_size=4)),
                        tmp_path / "events.jsonl")
     assert result.status is Status.ERROR
-    assert result.reason == "ValueError: bad batch in the user's loss"
+    # The adapter's own line, which the console shows (the traceback is in the trial's log).
+    assert result.reason == "ValueError: bad batch in the user's loss (faulty.py, line 32, in loss)"
     assert result.contract_error == "loss(model, batch)"  # the adapter's own code raised
     # It failed warming up, after the first batch arrived.
     assert list(result.phases) == ["start", "import", "device", "model", "dataset", "first_batch",
