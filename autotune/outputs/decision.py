@@ -7,7 +7,7 @@ from typing import Any
 
 from autotune.contract.fmt import human, rounded
 from autotune.contract.noise import SPREAD_WARNING, spread_warning
-from autotune.study.confirmation.lead import DISAGREE, disagreement, evidence
+from autotune.study.confirmation.lead import DISAGREE, disagreement, evidence, standing
 from autotune.study.confirmation.winner import Winner
 
 __all__ = ["decision_block", "decision_note", "speedup_note", "spread_warnings", "winner_phrases"]
@@ -88,11 +88,25 @@ def decision_note(winner: Winner) -> str:
                   "those as near it as its own runs are to each other, is picked")
         return f"trials {', '.join(map(str, d.tied))} {how}; {picked}"
     if d.verdict == "too few runs" and d.runs >= 2:
-        return ("ahead of every config run again, but the budget left no fresh run for a "
-                "config whose search rate says it may be faster")
+        return (f"ahead of every config run again, over {d.runs} fresh runs of its own, but the "
+                f"budget left no fresh run for {_unrun_faster(winner)}, whose search rate says "
+                "it may be faster")
     if d.verdict == "too few runs":
         return f"ahead, but the budget allowed {d.runs} fresh run(s) of it"
     return _only_one_note(winner)
+
+
+def _unrun_faster(winner: Winner) -> str:
+    """The configs without a fresh run that may still be faster than the winner, by name:
+    "trial 3 (23.9k in the search)" (`lead.standing`'s contenders); "a config" when none is."""
+    entries = list(winner.confirmation or ())
+    contenders = set(standing(entries).contenders) if entries else set()
+    unrun = sorted((c for c in entries if not c.statuses and c.trial in contenders),
+                   key=lambda c: -c.search_throughput)
+    if not unrun:
+        return "a config"
+    return ", ".join(f"trial {c.trial} ({human(c.search_throughput)} in the search)"
+                     for c in unrun[:3])
 
 
 def _only_one_note(winner: Winner) -> str:

@@ -340,6 +340,11 @@ def test_a_config_the_time_left_no_run_for_keeps_a_near_lead_from_being_clear() 
     base = runs(0, 5130.0, search=4800.0, baseline=True)
     d = pick_winner(recs, [leader, unrun, base]).decision  # type: ignore[union-attr]
     assert d is not None and (d.confidence, d.verdict) == ("low", "too few runs")
+    # The note names the config that got no run (a user read "too few runs" against the
+    # winner's 3 fresh runs, 2026-11-28).
+    assert decision_note(pick_winner(recs, [leader, unrun, base])) == (  # type: ignore[arg-type]
+        "ahead of every config run again, over 2 fresh runs of its own, but the budget left no "
+        "fresh run for trial 1 (7.68k in the search), whose search rate says it may be faster")
     # Far behind by its search (more than UNRUN_REACH): the lead stands.
     far = dataclasses.replace(unrun, search_throughput=5300.0)
     d = pick_winner(recs, [leader, far, base]).decision  # type: ignore[union-attr]
