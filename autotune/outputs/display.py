@@ -62,7 +62,7 @@ class QuietListener:
     def trial_finished(self, number: int, result: TrialResult, winner: Winner | None) -> None: ...
     def confirm_started(self, cands: list[Candidate], repeats: int) -> None: ...
     def confirm_result(self, cand: Candidate, result: TrialResult) -> None: ...
-    def finished(self, winner: Winner | None) -> None: ...
+    def finished(self, winner: Winner | None, *, interrupted: bool = False) -> None: ...
 
 
 @dataclasses.dataclass
@@ -202,11 +202,13 @@ class RichDisplay:
         self.console.print(f"  #{cand.trial:<3} {value}  (search measured "
                            f"{human(cand.search_throughput)})")
 
-    def finished(self, winner: Winner | None) -> None:
+    def finished(self, winner: Winner | None, *, interrupted: bool = False) -> None:
         if self.live is not None:
             self.live.stop()
             self.live = None
         elapsed = _clock(time.monotonic() - self.start)
+        if winner is None and interrupted:
+            return  # stopped before a trial ended ok: the caller says it was interrupted
         if winner is None:
             self.console.print(f"[red]no trial ran ok[/] after {elapsed}; see the reasons above "
                                "and the logs under trials/<n>/log.txt")

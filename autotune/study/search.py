@@ -156,7 +156,7 @@ class Search:
                 self.confirmation.run(deadline)
         self.on_change(self.study)
         winner = self.winner()
-        self.listener.finished(winner)
+        self.listener.finished(winner, interrupted=self.state.signal is not None)
         if self.state.signal is not None:
             raise Interrupted(self.state.signal)
         if self._contract is not None:

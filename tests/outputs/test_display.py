@@ -176,6 +176,19 @@ def test_a_terminal_gets_rich_console_and_the_live_line(tmp_path: Path) -> None:
     assert display.live is None
 
 
+def test_a_search_interrupted_before_any_trial_ended_is_not_called_a_failure(
+        tmp_path: Path) -> None:
+    # Ctrl-C during the baseline printed "no trial ran ok after 0:11; see the reasons above"
+    # (2026-11-28): the CLI's "interrupted by SIGINT" line says what happened.
+    out = io.StringIO()
+    display = RichDisplay(make_console(file=out))
+    display.started(settings(tmp_path), 0, "samples")
+    display.finished(None, interrupted=True)
+    assert "no trial ran ok" not in out.getvalue()
+    display.finished(None)
+    assert "no trial ran ok" in out.getvalue()
+
+
 # -- the search's start and end ----------------------------------------------------------------------
 
 
