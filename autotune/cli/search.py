@@ -253,7 +253,8 @@ def _report_end(search: Search, winner: Winner | None, space: SearchSpace,
     if winner is None:
         return 1
     if winner.record.config is not None:
-        from autotune.outputs.best import batch_change, conv_note
+        from autotune.outputs.best import (batch_change, conv_note, params_not_measured,
+                                           params_note)
         from autotune.study.policy.batching import (loader_on_device, loader_sets_batch,
                                                     on_device_note, unbatched_note)
         from autotune.study.store.records import read_records
@@ -264,7 +265,10 @@ def _report_end(search: Search, winner: Winner | None, space: SearchSpace,
                      conv_note(winner.record.result, space.values("memory_format")),
                      None if unbatched is None else
                      unbatched_note(unbatched, winner.record.result.unit),
-                     None if device is None else on_device_note(device, space.values("num_workers"))):
+                     None if device is None else on_device_note(device, space.values("num_workers")),
+                     params_note(params_not_measured(
+                         {k.name: list(k.choices) for k in space.knobs
+                          if k.affects is not None and k.choices is not None}, recs))):
             if note is not None:
                 display.console.print(f"[bold yellow]note:[/] {note}")
     display.console.print(f"wrote {out}/best.yaml, {out}/trials.csv, {out}/throughput.png")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from autotune.contract.allocator import ALLOC_ENV, host_heap_env
@@ -16,13 +17,15 @@ from autotune.contract.result import Fingerprint, TrialResult
 from autotune.contract.shapes import shapes_block
 from autotune.outputs.decision import decision_block
 from autotune.study.confirmation.winner import Winner
+from autotune.study.store.records import TrialRecord
 from autotune.study.store.storage import shown
 from autotune.study.store.study_attrs import StudyInfo
 
 if TYPE_CHECKING:
     from autotune.study.search import SearchSettings
 
-__all__ = ["batch_change", "best_document", "effective_batch", "yaml_header"]
+__all__ = ["batch_change", "best_document", "effective_batch", "params_not_measured",
+           "params_note", "yaml_header"]
 
 # Above this share of CPU time taken by the hypervisor, best.yaml warns that CPU-bound rates
 # will move between runs (steal is time this VM was ready to run and was not allowed to).
@@ -149,6 +152,33 @@ def batch_change(config: TrainConfig, adapter_batch: int | None) -> str | None:
             f"{factor:.3g}x the adapter's {adapter_batch}: scale the learning rate (linear, "
             f"lr x {factor:.3g}, for SGD-like optimizers; square root, lr x "
             f"{math.sqrt(factor):.3g}, for Adam-like ones) or re-tune it")
+
+
+def params_not_measured(declared: Mapping[str, Sequence[Any]], recs: Sequence[TrialRecord]
+                        ) -> dict[str, list[Any]]:
+    """Each of the adapter's knobs (`declared`: its values as the space samples them) with the
+    values no trial measured ok. A 150-s search of a transformers classifier on a 2-CPU VM
+    ran its tool knobs and never `pad_to_multiple_of` 8 or 128, and best.yaml's `params:`
+    read as if its default had won (2026-11-28)."""
+    ran = [r.config.params for r in recs if r.ok and r.config is not None]
+    missing = {}
+    for name, values in declared.items():
+        seen = [params.get(name) for params in ran if name in params]
+        left = [v for v in values if v not in seen]
+        if left:
+            missing[name] = left
+    return missing
+
+
+def params_note(missing: Mapping[str, Sequence[Any]]) -> str | None:
+    """`params_not_measured`'s result in words, None when every value was measured."""
+    if not missing:
+        return None
+    said = "; ".join(f"{name} {', '.join(json.dumps(v) for v in values)}"
+                     for name, values in missing.items())
+    return (f"params: is the best of the values measured, and the search ended before it "
+            f"measured these of the adapter's knobs: {said}. A longer --timeout measures "
+            "them, or a space file can narrow them (under `adapter:`)")
 
 
 def conv_note(result: TrialResult | None, memory_formats: Sequence[str]) -> str | None:

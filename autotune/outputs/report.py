@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from autotune.contract.files import atomic_write_bytes, atomic_write_text
-from autotune.outputs.best import best_document, yaml_header
+from autotune.outputs.best import (best_document, params_not_measured, params_note,
+                                   yaml_header)
 from autotune.outputs.decision import speedup_note
 from autotune.outputs.table import rows_to_csv, trial_rows
 from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
@@ -81,6 +82,10 @@ def write_outputs(study: optuna.Study, settings: SearchSettings, *, plot: bool =
         device = loader_on_device(recs)
         if device is not None:  # why the loader knobs in this file are PyTorch's defaults
             doc["loader_on_device"] = on_device_note(device)
+        missing = params_not_measured(_declared(study, doc.get("params", {})), recs)
+        if missing:  # right under params:, the values it qualifies
+            doc = _after(doc, "params", "params_not_measured",
+                         {**missing, "note": params_note(missing)})
         atomic_write_text(out / "best.yaml", yaml_header(doc) + yaml.safe_dump(doc, sort_keys=False))
     if rows and plot:
         # The search's trials; confirmation runs are drawn from the confirmation's entries.
@@ -93,6 +98,31 @@ def write_outputs(study: optuna.Study, settings: SearchSettings, *, plot: bool =
                             ends=ends, resumes=resumes, **_standing(winner)),
                   out / "throughput.png")
     return winner
+
+
+def _declared(study: optuna.Study, params: dict[str, Any]) -> dict[str, list[Any]]:
+    """The values the study's trials were offered for each of the adapter's knobs in `params`
+    (their Optuna distributions' choices, in order; a knob of an int range is left out)."""
+    from optuna.distributions import CategoricalDistribution
+
+    declared: dict[str, list[Any]] = {}
+    for trial in study.get_trials(deepcopy=False):
+        for name in params:
+            dist = trial.distributions.get(name)
+            if isinstance(dist, CategoricalDistribution):
+                values = declared.setdefault(name, [])
+                values.extend(v for v in dist.choices if v not in values)
+    return declared
+
+
+def _after(doc: dict[str, Any], key: str, new: str, value: Any) -> dict[str, Any]:
+    """`doc` with `new: value` placed right after `key`."""
+    out: dict[str, Any] = {}
+    for k, v in doc.items():
+        out[k] = v
+        if k == key:
+            out[new] = value
+    return out
 
 
 def _standing(winner: Winner | None) -> dict[str, Any]:
