@@ -129,8 +129,10 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
 def winner_line(winner: Winner, unit: str) -> str:
     """The winner as best.yaml states it: the same trial, rate, ratio and confidence."""
     d = winner.decision
-    where = (f"trial {winner.study_trial} (trial {winner.record.number}'s config)"
-             if winner.confirmation and winner.study_trial is not None
+    # The search trial first, as the run's lines named it ("best: trial #2"); the study's
+    # record of the confirmed winner (its best_trial) second.
+    where = (f"trial {winner.record.number} (confirmed, recorded in the study as trial "
+             f"{winner.study_trial})" if winner.confirmation and winner.study_trial is not None
              else f"trial {winner.record.number}")
     how = (f"median of {d.runs} fresh run(s)" if d is not None and winner.confirmation
            else "one search measurement, not confirmed")

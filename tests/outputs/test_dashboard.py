@@ -133,8 +133,8 @@ def test_trials_csv_and_show_name_the_same_winner(searched: tuple[SearchSettings
     show(settings.out, console=console)
     text = console.export_text()
     line = next(line for line in text.splitlines() if line.startswith("winner:"))
-    assert f"trial {best['study']['best_trial']} (trial {best['measurement']['trial']}'s config)" \
-        in line
+    assert (f"trial {best['measurement']['trial']} (confirmed, recorded in the study as trial "
+            f"{best['study']['best_trial']})") in line
     assert f"{human(best['throughput']['value'])} samples/s" in line
     assert f"confidence {best['confidence']}" in line
     assert f"{best['speedup']:.2f}x the baseline" in line
