@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from autotune.contract.errors import InputError
-from autotune.contract.params import default_params
+from autotune.contract.params import default_params, readable
 
 __all__ = ["LOADER_KNOBS", "Adapter", "check_loader_args", "defines", "load_adapter"]
 
@@ -238,21 +238,15 @@ def _check_signatures(path: Path, cls: type[Adapter]) -> None:
 
 
 def _check_loader(path: Path, cls: type[Adapter]) -> None:
-    """loader_args and make_loader: one or the other, and loader_args' dict checked (it is
-    cheap to call: it decides arguments, it builds no dataset)."""
+    """loader_args or make_loader, not both; loader_args' dict checked (cheap: builds nothing)."""
     if not defines(cls, "loader_args"):
         return
     if defines(cls, "make_loader"):
         raise InputError(f"{path}: {cls.__name__} defines both make_loader and loader_args; "
                          "make_loader builds the whole loader, so loader_args would never be "
                          "used: keep one (pass the arguments inside make_loader)")
-    try:
-        default_params(cls.knobs)
-    except ValueError:
-        # A wrong knob declaration: loader_args() reading self.params would fail on it, and
-        # blame itself. The knobs' own check, as the space is bound before any trial
-        # (study.space.adapter_knobs), names the knob, the field and the fix.
-        return
+    if not readable(cls.knobs):  # loader_args() reading self.params would fail, blaming itself:
+        return  # the knobs' own check (study.space.adapter_knobs) names the knob and the fix
     try:
         args = cls().loader_args()
     except Exception as exc:  # any error in user code: report it with its traceback
@@ -262,8 +256,7 @@ def _check_loader(path: Path, cls: type[Adapter]) -> None:
 
 
 def _first_length(batch: Any) -> int | None:
-    """The leading dimension of the first tensor (anything with a `.shape`) in `batch`, depth
-    first; for a batch of no tensors the length of its first field (a list of strings)."""
+    """The first tensor's leading dimension, depth first; else its first field's length."""
     shape = getattr(batch, "shape", None)
     if shape is not None and not isinstance(batch, type) and len(shape) > 0:
         return int(shape[0])

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 __all__ = ["AFFECTS", "SCALARS", "Params", "affects", "default_params", "instantiate",
-           "same_dataset"]
+           "readable", "same_dataset"]
 
 AFFECTS = ("loader", "model", "both")
 """What an adapter knob acts on (`affects:`, default "both"): a loader-only knob changes no
@@ -92,6 +92,15 @@ def default_params(declared: Mapping[str, Any]) -> Params:
                          "'choices' (a non-empty list) or 'low'/'high' (an int range); "
                          "`autotune search` names what is wrong with it") from None
     return Params(values)
+
+
+def readable(declared: Any) -> bool:
+    """Whether `default_params` can read the declared knobs (their full check is the space's)."""
+    try:
+        default_params(declared)
+    except ValueError:
+        return False
+    return True
 
 
 def affects(declared: Mapping[str, Any], name: str) -> str:
