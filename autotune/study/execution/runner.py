@@ -118,7 +118,9 @@ class SubprocessRunner(RunnerBase):
                 # Whatever happened (even an exception here), leave no process behind.
                 kill_group(proc, self.grace_seconds if outcome is not None else 0.0)
                 if outcome is not None or proc.returncode:  # killed, or died, maybe mid-build
-                    repair(self.cache_dir)
+                    for path in repair(self.cache_dir):
+                        log.write(f"[autotune] removed a compiled library the trial left cut "
+                                  f"short: {path}\n".encode())
                 self._ended()
             events.poll()
         duration = time.monotonic() - start

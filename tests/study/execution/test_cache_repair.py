@@ -87,6 +87,8 @@ def test_a_trial_killed_while_it_wrote_a_build_leaves_none_cut_short(tmp_path: P
                                                              timeout=1.5)
     assert result.status is Status.TIMEOUT
     assert cache.is_dir() and not target.exists()
+    assert f"removed a compiled library the trial left cut short: {target}" in (
+        tmp_path / "trial" / "log.txt").read_text()
 
 
 def test_a_whole_library_is_not_cut_short_on_this_machine() -> None:
