@@ -194,6 +194,9 @@ class TrialResult:
     dynamic_shapes: bool | None = None
     """Whether the model was compiled with dynamic shapes from the start (the first batches'
     shapes differed); None without compile."""
+    compiled_graphs: int | None = None
+    """Graphs Dynamo compiled in the first step; 0: the compile compiled nothing, the model ran
+    eagerly (Dynamo skips `nn.GRU`/`nn.LSTM` unless `allow_rnn`). None without compile."""
     recompiles: int | None = None
     """Graphs Dynamo compiled after the first step (new shapes, new paths), by its own counters;
     None without compile or when the counters could not be read."""

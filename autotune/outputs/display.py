@@ -178,6 +178,8 @@ class RichDisplay:
                 conv += f" (still climbing: {result.rising_windows} early window(s) dropped)"
             if result.new_shape_windows:
                 conv += f" ({result.new_shape_windows} window(s) of new shapes set apart)"
+            if result.compiled_graphs == 0:  # the model ran eagerly under its compile
+                conv += " (its compile compiled no graph: it ran eagerly)"
             compile_s = f", compile {result.compile_seconds:.0f} s" if result.compile_seconds and \
                 result.compile_seconds >= 1 else ""
             cost = f"({result.reason})" if result.reason else \

@@ -30,7 +30,8 @@ MEASURES = (
     "new_shape_windows", "step_seconds",
     "compile_seconds", "warmup_seconds", "data_wait_fraction", "peak_allocated_mb", "peak_reserved_mb",
     "peak_rss_mb", "duration_seconds", "fixed_seconds", "compile_cache_hits",
-    "recompiles", "recompile_seconds", "recompile_reason", "dynamic_shapes", "shapes_vary", "shape_range",
+    "compiled_graphs", "recompiles", "recompile_seconds", "recompile_reason", "dynamic_shapes",
+    "shapes_vary", "shape_range",
     "shape_count", "shape_count_padded", "batch_items",
 )
 # "warmup_seconds" is a measure already (the result's own): one column, not two.

@@ -169,6 +169,8 @@ def _result(got: _Reached, memory: Memory, *, status: Status, reason: str = "",
         compile_cache_misses=None if compiled is None else compiled.cache_misses,
         compile_artifacts="" if compiled is None else compiled.artifacts,
         dynamic_shapes=None if compiled is None else compiled.dynamic_shapes,
+        compiled_graphs=(None if timed is None or timed.recompiles is None
+                         else timed.recompiles.first_graphs),
         recompiles=None if timed is None or timed.recompiles is None else timed.recompiles.count,
         recompile_seconds=(None if timed is None or timed.recompiles is None
                            else timed.recompiles.seconds),

@@ -16,6 +16,7 @@ import optuna
 from autotune.study.policy.batching import ON_DEVICE, batch_held, loader_on_device
 from autotune.study.policy.eager import _measured, kept_recompiling
 from autotune.study.policy.headroom import model_outpaces
+from autotune.study.policy.no_graph import nothing_held
 from autotune.study.policy.optimizer import impl_held
 from autotune.study.store.records import TrialRecord
 
@@ -65,6 +66,7 @@ def held(records: Sequence[TrialRecord], values: Callable[[str], Sequence[Any]],
     if loader_on_device(records):
         hold.update(ON_DEVICE)
     hold.update(impl_held(records, values))
+    hold.update(nothing_held(records))
     return {k: v for k, v in hold.items() if len(values(k)) > 1 and v in values(k)}
 
 

@@ -146,6 +146,11 @@ class CompileWatch:
         self._first = (_graphs(), compile_seconds())
         self._before_first = _compilation_metrics()
 
+    def first_graphs(self) -> int | None:
+        """Graphs the first step compiled (0: Dynamo compiled nothing); None when unknown."""
+        before, after = self._start[0], self._first[0] if self._first else None
+        return None if before is None or after is None else max(0, after - before)
+
     def recompiles(self) -> int | None:
         """Graphs compiled since the first step (new shapes or paths): None when unknown."""
         now = _graphs()
@@ -174,7 +179,7 @@ class CompileWatch:
     def read(self) -> Recompiles:
         """What was compiled since the first step, read now."""
         return Recompiles(count=self.recompiles(), seconds=self.recompile_seconds(),
-                          reasons=self.reasons())
+                          reasons=self.reasons(), first_graphs=self.first_graphs())
 
     def event(self) -> RecompileEvent:
         """What was compiled since the first step, for the parent."""
@@ -204,3 +209,5 @@ class Recompiles:
     """Seconds compiling (None: its timers are named otherwise in this torch)."""
     reasons: tuple[str, ...] = ()
     """The guards that failed (`contract.recompiles.short_reason`), each once, in order."""
+    first_graphs: int | None = None
+    """Graphs the first step compiled (None: unknown)."""

@@ -382,6 +382,7 @@ def test_subprocess_with_compile(tmp_path: Path, tiny_adapter: Path) -> None:
     # Compiling takes far longer than a compiled step, and is reported apart from it.
     assert result.compile_seconds > 20 * result.step_seconds
     assert result.warmup_seconds >= result.compile_seconds
+    assert result.compiled_graphs is not None and result.compiled_graphs >= 1
     assert result.duration_seconds is not None and result.duration_seconds >= result.warmup_seconds
     assert (trial_dir / "result.json").is_file() and (trial_dir / "log.txt").is_file()
     assert any(isinstance(e, WindowEvent) for e in events)
@@ -483,3 +484,16 @@ def test_a_trial_hopeless_in_warm_up_is_stopped_there_with_its_warm_up_rate(
     assert result.reason.startswith("pruned in warm-up: its steps ran at most ")
     assert result.windows == 0 and result.throughput is not None
     assert 100 < result.throughput < 500  # what it was judged on, its fastest second
+
+
+@pytest.mark.slow
+def test_a_compile_that_compiled_nothing_says_so(tmp_path: Path, test_adapters: Path) -> None:
+    # A GRU tagger's compile=default trial read as compiled, its compile 0.1 s: Dynamo had
+    # skipped the model (nn.GRU) and it ran eagerly (2-CPU VM, 2026-11-28).
+    trial_dir = tmp_path / "t"
+    result = SubprocessRunner().run(
+        request_for(test_adapters / "gru.py", TrainConfig(batch_size=8, compile="default"),
+                    MeasureSettings(window_seconds=0.1, budget_seconds=0.5)),
+        trial_dir, timeout=240)
+    assert result.status is Status.OK, (result.reason, (trial_dir / "log.txt").read_text()[-3000:])
+    assert result.compiled_graphs == 0
