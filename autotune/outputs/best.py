@@ -85,7 +85,8 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
         },
         # Which layout the result holds for: a config found with 1/N of the cores is the one
         # for an N-rank job on this host, not for one GPU with every core.
-        "layout": (settings.layout.describe(ranks=settings.nproc_per_node)
+        "layout": (settings.layout.describe(ranks=settings.nproc_per_node,
+                                            device=settings.device)
                    if settings.layout is not None else None),
         "provenance": {
             "device": fp.device,

@@ -83,9 +83,10 @@ class Layout:
     def gpus(self) -> list[str]:
         return [s.gpu for s in self.slots if s.gpu is not None]
 
-    def describe(self, *, ranks: int = 1) -> dict[str, Any]:
+    def describe(self, *, ranks: int = 1, device: str = "cuda") -> dict[str, Any]:
         """best.yaml's `layout` block: where the trials ran and what the result holds for
-        (`ranks`: DDP ranks per trial, each with `cpus_per_trial` CPUs)."""
+        (`ranks`: DDP ranks per trial, each with `cpus_per_trial` CPUs; `device`: the trials',
+        a CPU search's result holding for no GPU)."""
         n, k = self.concurrent, self.cpus_per_trial
         cpus = f"{k} CPU" + ("s" if k > 1 else "")
         if ranks > 1:
@@ -100,9 +101,11 @@ class Layout:
                          f"each with its {cpus}; its rate is the slowest GPU's, which sets the "
                          "pace of a synchronized job")
         else:
-            holds = (f"one process on one GPU with {cpus}" if k < self.host_cpus else
-                     f"one process on one GPU with all {cpus} of this host; for a job of N "
-                     "ranks search with --gpus (1/N of the CPUs each) or --cpus-per-trial")
+            gpu = " on one GPU" if device == "cuda" else ""
+            holds = (f"one process{gpu} with {cpus}" if k < self.host_cpus else
+                     f"one process{gpu} with all {cpus} of this host" + (
+                         "; for a job of N ranks search with --gpus (1/N of the CPUs each) or "
+                         "--cpus-per-trial" if gpu else ""))
             confirmed = "each confirmation run alone, in the same layout"
         return {
             "trials_at_once": n,

@@ -95,3 +95,8 @@ def test_best_yaml_says_which_layout_a_result_holds_for() -> None:
     assert "all 2 GPUs at once" in doc["confirmation"]
     one = Layout.single(cpus=3).describe()
     assert one["trials_at_once"] == 1 and one["pinned"] is None
+    # A CPU search's result holds for no GPU (its best.yaml said "one process on one GPU").
+    host = Layout.single().host_cpus
+    cpu = Layout.single().describe(device="cpu")["holds_for"]
+    assert cpu == f"one process with all {host} CPU{'s' if host > 1 else ''} of this host"
+    assert "one GPU" in Layout.single().describe()["holds_for"]
