@@ -70,11 +70,12 @@ class Verdict:
         return ExitCode.REGRESSION if self.state is State.REGRESSION else ExitCode.OK
 
     def line(self, unit: str) -> str:
-        """The one line for people: `ok: 418k tokens/s, 1.00x the baseline (3 runs, spread
-        0.4%)`, and why a regression was or was not called."""
+        """The one line for people: `ok: 418k tokens/s, 1.00x the stored 420k (3 runs, spread
+        0.4%)`, and why a regression was or was not called. "Stored": the figure checked
+        against (best.yaml's throughput), not best.yaml's `baseline`, PyTorch's defaults."""
         n = len(self.runs)
         head = (f"{self.state.value}: {human(self.median)} {unit}/s, {self.ratio:.2f}x the "
-                f"baseline's {human(self.stored)} ({n} run{'s' if n != 1 else ''}, spread "
+                f"stored {human(self.stored)} ({n} run{'s' if n != 1 else ''}, spread "
                 f"{self.spread:.1%})")
         limit = 1 - self.threshold
         if self.state is State.REGRESSION:

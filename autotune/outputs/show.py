@@ -121,7 +121,10 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
         if info is not None and (out / "best.yaml").is_file():
             for line in next_steps(winner, info.adapter, out / "best.yaml"):
                 console.print(line, markup=False, highlight=False)
-    failed = Counter(r["status"] for r in rows if r["status"] not in ("ok", "running", ""))
+    # A config refused unrun is told to the study as a timeout (its reason "not run: ..."):
+    # counted with the timeouts it read as one that had run and been cut.
+    failed = Counter("not run" if str(r["reason"] or "").startswith("not run") else r["status"]
+                     for r in rows if r["status"] not in ("ok", "running", ""))
     if failed:
         console.print("other trials: " + ", ".join(f"{n} {s}" for s, n in sorted(failed.items())))
 

@@ -144,7 +144,8 @@ class Objective:
                          else f"as trial {cold[1]}'s compile took here")
                 return Outcome(unaffordable=cold[0], result=TrialResult(
                     status=Status.TIMEOUT, ran=False, reason=f"not run: compiling and running it would "
-                    f"take about {cold[0]:.0f} s ({basis}), more than the {limit:.0f} s left"))
+                    f"take about {_secs(cold[0], limit)} s ({basis}), more than the "
+                    f"{_secs(limit, cold[0])} s left"))
         request = TrialRequest(adapter=str(self.adapter), config=config, device=self.device,
                                measure=self.measure, number=number,
                                diagnose_from=self.diagnose_from(), compile_grace=compile_grace)
@@ -275,3 +276,9 @@ def _memory_knobs(config: TrainConfig) -> tuple[Any, ...]:
     # The adapter's knobs count too: the tool cannot know which change the memory a step needs.
     return tuple(values[spec.name] for spec in KNOBS if spec.memory and spec.name != "batch_size"
                  ) + (config.params,)
+
+
+def _secs(value: float, other: float) -> str:
+    """`value` in whole seconds, or to a tenth where whole seconds would read equal to `other`
+    ("about 14 s, more than the 14 s left")."""
+    return f"{value:.0f}" if f"{value:.0f}" != f"{other:.0f}" else f"{value:.1f}"

@@ -13,7 +13,7 @@ STORED = 400.0
 def test_an_unchanged_adapter_passes() -> None:
     verdict = judge([401.0, 399.0, 400.0], STORED, threshold=0.05)
     assert verdict.state is State.OK and verdict.exit_code is ExitCode.OK
-    assert verdict.line("samples") == ("ok: 400 samples/s, 1.00x the baseline's 400 (3 runs, "
+    assert verdict.line("samples") == ("ok: 400 samples/s, 1.00x the stored 400 (3 runs, "
                                        "spread 0.5%)")
 
 
@@ -21,7 +21,7 @@ def test_a_15_percent_slowdown_in_every_run_fails() -> None:
     verdict = judge([340.0, 341.0, 339.0], STORED, threshold=0.05)
     assert verdict.state is State.REGRESSION and verdict.exit_code is ExitCode.REGRESSION
     assert verdict.ratio == pytest.approx(0.85)
-    assert verdict.line("samples").startswith("regression: 340 samples/s, 0.85x the baseline's")
+    assert verdict.line("samples").startswith("regression: 340 samples/s, 0.85x the stored")
     assert "every run below 0.95x" in verdict.line("samples")
 
 

@@ -171,3 +171,17 @@ def test_piped_show_draws_ascii_lines_and_a_left_title(tmp_path: Path) -> None:
     row = next(line for line in text.splitlines() if "0 (base)" in line)
     assert row.startswith("|") and row.rstrip().endswith("|")
     assert any(line.startswith("+---") for line in text.splitlines())
+
+
+def test_a_config_refused_unrun_is_not_counted_as_a_timeout(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # "other trials: 5 pruned, 1 timeout" counted a config the budget left unrun (2026-11-28).
+    unrun = TrialResult(status=Status.TIMEOUT, ran=False,
+                        reason="not run: compiling and running it would take about 14.2 s")
+    monkeypatch.setitem(globals(), "OUTCOMES",
+                        [*OUTCOMES, ("", TrainConfig(batch_size=8, compile="default"), unrun)])
+    out = tmp_path / "out"
+    run_study(out, str(tmp_path / "study.db"), trials=4)
+    console = Console(record=True, width=200)
+    show(out, console=console)
+    assert "other trials: 1 not run, 1 oom" in console.export_text()

@@ -397,3 +397,11 @@ def test_the_compile_to_expect_is_the_same_mode_s(tmp_path: Path) -> None:
     assert obj.cold_compile(graphs.replace(batch_size=32)) == (66.0, 1)
     # A mode no trial compiled yet: the longest of any.
     assert obj.cold_compile(COMPILED.replace(compile="max-autotune")) == (66.0, 1)
+
+
+def test_seconds_that_would_read_equal_get_a_tenth() -> None:
+    # "about 14 s, more than the 14 s left" read as a contradiction (2026-11-28).
+    from autotune.study.objective import _secs
+
+    assert (_secs(14.4, 13.6), _secs(13.6, 14.4)) == ("14.4", "13.6")
+    assert (_secs(20.2, 14.0), _secs(14.0, 20.2)) == ("20", "14")
