@@ -69,8 +69,9 @@ def _walk(obj: Any, path: str, out: list[tuple[str, tuple[int, ...], Any]]) -> N
         except (TypeError, ValueError):  # a .shape that is not sizes: not a tensor
             pass
         return
-    if isinstance(obj, Mapping):
-        for key, value in obj.items():
+    named = isinstance(obj, tuple) and hasattr(obj, "_fields")  # a namedtuple: by its fields
+    if isinstance(obj, Mapping) or named:
+        for key, value in (zip(obj._fields, obj) if named else obj.items()):
             _walk(value, f"{path}.{key}" if path else str(key), out)
     elif isinstance(obj, (list, tuple)):
         for i, value in enumerate(obj):

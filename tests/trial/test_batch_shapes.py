@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import torch
 
@@ -25,6 +26,18 @@ def test_nested_tuples_lists_dicts_and_dataclasses_are_walked_in_order() -> None
              [torch.zeros(4)], Batch(features=torch.zeros(4, 2), ids=[1, 2]))
     assert signature(batch) == (("[0].input_ids", (4, 7)), ("[0].mask", (4, 7)),
                                 ("[1][0]", (4,)), ("[2].features", (4, 2)))
+
+
+class SeqBatch(NamedTuple):
+    x: torch.Tensor
+    lengths: torch.Tensor
+
+
+def test_a_namedtuple_is_walked_by_its_field_names() -> None:
+    # A GRU tagger's padding note named "[0][1]" for its SeqBatch.x (2026-11-28).
+    batch = SeqBatch(x=torch.zeros(4, 170, 32), lengths=torch.zeros(4))
+    assert signature(batch) == (("x", (4, 170, 32)), ("lengths", (4,)))
+    assert signature((batch,)) == (("[0].x", (4, 170, 32)), ("[0].lengths", (4,)))
 
 
 def test_what_is_not_a_tensor_has_no_shape() -> None:
