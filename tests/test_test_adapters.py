@@ -45,6 +45,7 @@ OVERRIDES = {
     "paced.py": {"loss"},
     "padded.py": {"dataset", "model", "loader_args", "loss", "items"},
     "attention.py": {"model"},
+    "gru.py": {"model"},
     "slow_knob.py": {"dataset", "model", "optimizer", "loader_args", "loss", "items"},
 }
 METHODS = {"dataset", "model", "optimizer", "loss", "blocks", "items", "flops_per_item",
