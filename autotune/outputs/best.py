@@ -63,7 +63,7 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
             for c in winner.confirmation
         ] if winner.confirmation else None,
         "study": _study_block(winner),
-        "diagnosis": _diagnosis(_diagnosed(winner) or result),
+        "diagnosis": _diagnosis(_diagnosed(winner) or result, searched=result),
         "shapes": shapes_block(vary=result.shapes_vary, shape_range=result.shape_range,
                                count=result.shape_count, dynamic=result.dynamic_shapes,
                                batch_size=config.batch_size, padded=result.shape_count_padded,
@@ -216,14 +216,20 @@ def _diagnosed(winner: Winner) -> TrialResult | None:
     return next((r for r in runs if r.diagnosis is not None), None)
 
 
-def _diagnosis(result: TrialResult) -> dict[str, Any] | None:
+def _diagnosis(result: TrialResult, *, searched: TrialResult) -> dict[str, Any] | None:
+    """The diagnosis block, saying which run its rates are from: they sit beside the confirmed
+    `throughput` and read as its parts (a user took a search trial's 50k beside a confirmed
+    40.2k for one run's figures, 2026-11-28)."""
     d = result.diagnosis
     if d is None:
         return None
     data = {**dataclasses.asdict(d), "verdict": d.verdict.value}
     # The op counts are the search's prior on a compile (`trial.opcount`), not a verdict.
-    return {k: (rounded(v) if isinstance(v, float) else v) for k, v in data.items()
-            if k not in ("step_ops", "distinct_ops")}
+    block = {k: (rounded(v) if isinstance(v, float) else v) for k, v in data.items()
+             if k not in ("step_ops", "distinct_ops")}
+    block["from"] = ("the search trial (its own rates, not the confirmed throughput)"
+                     if result is searched else "a confirmation run of the winner")
+    return block
 
 
 def yaml_header(doc: dict[str, Any]) -> str:

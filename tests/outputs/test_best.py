@@ -83,7 +83,9 @@ def test_diagnosis_is_plain_and_rounded(tmp_path: Path) -> None:
     assert doc["diagnosis"] == {"verdict": "input-bound", "suggestion": "more workers",
                                 "throughput": 300.1, "loader_rate": 311.0, "compute_rate": 2000.0,
                                 "data_wait_fraction": 0.6123, "gpu_busy_fraction": None,
-                                "cpu_busy_fraction": 0.5, "unreliable": ""}
+                                "cpu_busy_fraction": 0.5, "unreliable": "",
+                                "from": "the search trial (its own rates, not the confirmed "
+                                        "throughput)"}
 
 
 def test_an_undiagnosed_winner_takes_its_confirmation_runs_diagnosis(tmp_path: Path) -> None:
@@ -101,6 +103,7 @@ def test_an_undiagnosed_winner_takes_its_confirmation_runs_diagnosis(tmp_path: P
                         settings(tmp_path))
     assert doc["diagnosis"]["verdict"] == "compute-bound"
     assert doc["diagnosis"]["compute_rate"] == 300.0
+    assert doc["diagnosis"]["from"] == "a confirmation run of the winner"
     assert document(tmp_path, record)["diagnosis"] is None  # none anywhere: none reported
 
 
