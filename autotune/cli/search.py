@@ -255,6 +255,7 @@ def _report_end(search: Search, winner: Winner | None, space: SearchSpace,
     if winner.record.config is not None:
         from autotune.outputs.best import (batch_change, conv_note, params_not_measured,
                                            params_note)
+        from autotune.outputs.report import declared_values
         from autotune.study.policy.batching import (loader_on_device, loader_sets_batch,
                                                     on_device_note, unbatched_note)
         from autotune.study.store.records import read_records
@@ -266,9 +267,8 @@ def _report_end(search: Search, winner: Winner | None, space: SearchSpace,
                      None if unbatched is None else
                      unbatched_note(unbatched, winner.record.result.unit),
                      None if device is None else on_device_note(device, space.values("num_workers")),
-                     params_note(params_not_measured(
-                         {k.name: list(k.choices) for k in space.knobs
-                          if k.affects is not None and k.choices is not None}, recs))):
+                     params_note(params_not_measured(  # as best.yaml says it
+                         declared_values(search.study, winner.record.config.params), recs))):
             if note is not None:
                 display.console.print(f"[bold yellow]note:[/] {note}")
     display.console.print(f"wrote {out}/best.yaml, {out}/trials.csv, {out}/throughput.png")

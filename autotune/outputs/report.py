@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
     from autotune.study.search import SearchSettings
 
-__all__ = ["OutputWriter", "write_outputs"]
+__all__ = ["OutputWriter", "declared_values", "write_outputs"]
 
 ARTIFACTS = "compile-artifacts.bin"
 
@@ -82,7 +83,7 @@ def write_outputs(study: optuna.Study, settings: SearchSettings, *, plot: bool =
         device = loader_on_device(recs)
         if device is not None:  # why the loader knobs in this file are PyTorch's defaults
             doc["loader_on_device"] = on_device_note(device)
-        missing = params_not_measured(_declared(study, doc.get("params", {})), recs)
+        missing = params_not_measured(declared_values(study, doc.get("params", {})), recs)
         if missing:  # right under params:, the values it qualifies
             doc = _after(doc, "params", "params_not_measured",
                          {**missing, "note": params_note(missing)})
@@ -100,9 +101,10 @@ def write_outputs(study: optuna.Study, settings: SearchSettings, *, plot: bool =
     return winner
 
 
-def _declared(study: optuna.Study, params: dict[str, Any]) -> dict[str, list[Any]]:
+def declared_values(study: optuna.Study, params: Mapping[str, Any]) -> dict[str, list[Any]]:
     """The values the study's trials were offered for each of the adapter's knobs in `params`
-    (their Optuna distributions' choices, in order; a knob of an int range is left out)."""
+    (their Optuna distributions' choices, in order; a knob of an int range is left out): what
+    `params_not_measured` holds the measured values against, in best.yaml and on the console."""
     from optuna.distributions import CategoricalDistribution
 
     declared: dict[str, list[Any]] = {}
