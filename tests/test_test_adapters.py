@@ -36,6 +36,7 @@ OVERRIDES = {
     "faults/vector_loss.py": {"loss"},
     "faults/oom_rank1.py": {"loss"},
     "faults/hang_rank0.py": {"loss"},
+    "faults/hang_diagnosis.py": {"loss"},
     "env_probe.py": {"model"},
     "huge.py": {"dataset"},
     "structured.py": {"dataset", "loader_args", "loss"},

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["PHASES", "Phase", "stalled"]
+__all__ = ["MEASURED", "PHASES", "Phase", "stalled"]
 
 
 class Phase(str, enum.Enum):
@@ -37,13 +37,24 @@ class Phase(str, enum.Enum):
 PHASES: tuple[str, ...] = tuple(p.value for p in Phase)
 """Every phase's name, in the order a trial goes through them."""
 
+MEASURED = "measured.json"
+"""The trial's result as its windows ended, written in its folder before it diagnoses: a trial
+killed at its limit while diagnosing keeps its measurement (the runner reads this file)."""
+
+
+SLOW_WARMUP = 10
+"""Fewer steps than this after the first in a warm-up the limit cut: the steps are slow, not
+unsettled (a GRU on a loaded 2-CPU VM: a 27-s first step, then 4 and 13 s)."""
+
 
 def stalled(phase: str, seconds: float, *, compiling: bool = False, stepped: bool = False,
-            windows: int = 0) -> str:
+            windows: int = 0, first_step: float | None = None,
+            later_steps: tuple[int, float] | None = None) -> str:
     """What a trial killed in `phase` after `seconds` there was doing, in words.
 
-    `compiling`: the config compiles; `stepped`: a warm-up step had finished; `windows`: timed
-    windows so far.
+    `compiling`: the config compiles; `stepped`: a warm-up step had finished (`first_step`:
+    its seconds); `windows`: timed windows so far; `later_steps`: the warm-up steps after the
+    first that compiled nothing, and their seconds (None: not known, or they recompiled).
     """
     s = f"{seconds:.0f} s"
     if phase == Phase.START:
@@ -59,6 +70,8 @@ def stalled(phase: str, seconds: float, *, compiling: bool = False, stepped: boo
     if phase == Phase.FIRST_BATCH:
         return f"no batch from the DataLoader after {s}"
     if phase == Phase.WARMUP:
+        if stepped and later_steps is not None and later_steps[0] < SLOW_WARMUP:
+            return _slow_warmup(s, first_step, *later_steps)
         if stepped:
             return f"still warming up after {s} (step times had not settled)"
         if compiling:
@@ -69,3 +82,12 @@ def stalled(phase: str, seconds: float, *, compiling: bool = False, stepped: boo
     if phase == Phase.DIAGNOSIS:
         return f"still diagnosing (loader alone, model alone) after {s}"
     raise ValueError(f"unknown trial phase {phase=}")
+
+
+def _slow_warmup(s: str, first: float | None, steps: int, seconds: float) -> str:
+    """A warm-up cut after a few slow steps: what they took, and what makes room."""
+    took = "" if first is None else f", the first {first:.0f} s"
+    if steps:
+        took += f", then {seconds / steps:.1f} s each"
+    return (f"still warming up after {s}: {1 + steps} step(s){took}. Steps this slow need a "
+            "longer --trial-timeout (or --timeout) to settle, or a smaller batch")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from autotune.adapter import defines
 from autotune.contract.events import ComposedEvent
 from autotune.contract.host import pin_to_share
-from autotune.contract.phases import Phase
+from autotune.contract.phases import MEASURED, Phase
 from autotune.contract.recompiles import SEPARATOR, divisor
 from autotune.contract.request import LAUNCH_ENV, TrialRequest
 from autotune.contract.result import RECOMPILING, Fingerprint, Status, TrialResult
@@ -135,7 +135,10 @@ def _take_steps(request: TrialRequest, device: torch.device, progress: Progress,
         got.compiled = compile_facts.compiled(request, folder,
                                               dynamic_shapes=step.dynamic_shapes)
     if steps.worth_diagnosing(request, timed, progress, rank):
-        progress.enter(Phase.DIAGNOSIS)
+        progress.enter(Phase.DIAGNOSIS)  # the windows' phase closed: its seconds are known
+        if folder is not None:  # kept if the diagnosis is killed at the trial's limit
+            _result(got, memory(device), status=Status.OK).replace(
+                phases=dict(progress.seconds)).save(folder / MEASURED)
         got.diagnosed = steps.diagnosed(step, timed, settings.prefetch_batches)
 
 

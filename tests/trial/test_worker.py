@@ -13,7 +13,7 @@ import torch
 from helpers import PID_DIR_ENV, TEST_ADAPTERS, recorded_pids
 
 from autotune import HostCpu, MeasureSettings, Status, TrainConfig, TrialResult, load_adapter
-from autotune.contract.phases import PHASES
+from autotune.contract.phases import MEASURED, PHASES
 from autotune.contract.request import TrialRequest
 from autotune.trial.steps import DIAGNOSIS_RESERVE, REPORT_RESERVE, one_line, settings_for
 from autotune.trial.worker import Preloaded, main, run_trial, serve
@@ -91,6 +91,23 @@ def test_run_trial_measures_and_records_its_phases(tmp_path: Path, tiny_adapter:
     assert kinds.count("window") == result.windows
     windows = [e["throughput"] for e in stream if e["event"] == "window"]
     assert tuple(windows) == result.window_throughputs
+
+
+def test_the_measurement_is_kept_before_the_diagnosis_starts(tmp_path: Path,
+                                                               tiny_adapter: Path) -> None:
+    # Written as the windows end, so a trial killed while diagnosing keeps them (the runner
+    # reads it then); the same measurement as the final result, less the diagnosis.
+    result = run_trial(request_for(tiny_adapter), tmp_path / "events.jsonl")
+    assert result.diagnosis is not None
+    measured = TrialResult.load(tmp_path / MEASURED)
+    assert measured.status is Status.OK and measured.diagnosis is None
+    assert measured.throughput == result.throughput
+    assert measured.window_throughputs == result.window_throughputs
+    assert "windows" in measured.phases and "diagnosis" not in measured.phases
+    # No diagnosis, nothing to lose: no such file.
+    (tmp_path / "b").mkdir()
+    run_trial(request_for(tiny_adapter, diagnose=False), tmp_path / "b" / "events.jsonl")
+    assert not (tmp_path / "b" / MEASURED).exists()
 
 
 def test_start_up_before_the_call_counts_as_the_start_phase(tiny_adapter: Path) -> None:

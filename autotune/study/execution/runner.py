@@ -21,6 +21,7 @@ from typing import BinaryIO
 
 from autotune.contract.allocator import ALLOC_ENV, OTHER_ALLOC_ENVS
 from autotune.contract.events import decode
+from autotune.contract.phases import MEASURED
 from autotune.contract.request import LAUNCH_ENV, TrialRequest, compile_cache_env
 from autotune.contract.result import Status, TrialResult
 from autotune.study.execution.cache_repair import repair
@@ -33,7 +34,7 @@ __all__ = ["InProcessRunner", "SubprocessRunner", "child_env", "kill_group"]
 
 def _prepare(request: TrialRequest, trial_dir: Path) -> None:
     trial_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("result.json", "events.jsonl"):
+    for name in ("result.json", "events.jsonl", MEASURED):
         (trial_dir / name).unlink(missing_ok=True)
     (trial_dir / "request.json").write_text(json.dumps(request.to_dict(), indent=2))
 
@@ -117,6 +118,10 @@ class SubprocessRunner(RunnerBase):
             finally:
                 # Whatever happened (even an exception here), leave no process behind.
                 kill_group(proc, self.grace_seconds if outcome is not None else 0.0)
+                if outcome is Status.TIMEOUT:  # the log says why it ends here
+                    limit = timeout + events.compile_allowance(grace)
+                    log.write(f"[autotune] killed at the {limit:.0f} s trial limit: "
+                              f"{stuck}\n".encode())
                 if outcome is not None or proc.returncode:  # killed, or died, maybe mid-build
                     for path in repair(self.cache_dir):
                         log.write(f"[autotune] removed a compiled library the trial left cut "
@@ -131,7 +136,7 @@ class SubprocessRunner(RunnerBase):
                               timeout + events.compile_allowance(grace), reason,
                               windows=events.rates, warmup=events.warmup_rates)
         r = events.recompiled
-        if outcome is Status.TIMEOUT and r is not None:  # killed recompiling: the CSV says so
+        if result.status is Status.TIMEOUT and r is not None:  # killed recompiling: the CSV says so
             result = result.replace(recompiles=r.count, recompile_seconds=r.seconds,
                                     recompile_reason=r.reasons)
         result.save(trial_dir / "result.json")  # every trial folder holds its outcome
@@ -204,8 +209,12 @@ def _read_result(
         # Say where it was stuck, and for how long: "no batch from the DataLoader after 55 s"
         # and "still compiling after 120 s" call for different fixes.
         where = f": {stop_reason}" if stop_reason else ""
-        return TrialResult(status=outcome, reason=f"killed at the {timeout:.0f} s trial limit{where}",
-                           log=log, duration_seconds=duration)
+        reason = f"killed at the {timeout:.0f} s trial limit{where}"
+        measured = trial_dir / MEASURED
+        if measured.is_file():  # killed diagnosing: its windows were measured, and stand
+            return TrialResult.load(measured).replace(log=log, duration_seconds=duration,
+                                                      diagnosis_error=reason)
+        return TrialResult(status=outcome, reason=reason, log=log, duration_seconds=duration)
     path = trial_dir / "result.json"
     if path.is_file():
         return TrialResult.load(path).replace(log=log, duration_seconds=duration)

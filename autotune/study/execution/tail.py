@@ -28,6 +28,8 @@ class EventTail:
         """Each timed window's rate so far."""
         self.warmup_rates: list[float] = []
         """Each warm-up chunk's rate so far (`WarmupEvent`)."""
+        self.warmup_steps = (0, 0.0)
+        """The warm-up steps after the first that compiled nothing, and their seconds."""
         self.phase: str = Phase.START.value
         self.phase_since = time.time()
         """When the trial entered `phase` (wall clock: the trial stamps its events so)."""
@@ -54,6 +56,8 @@ class EventTail:
                     self.rates.append(float(event.throughput))
                 elif isinstance(event, WarmupEvent) and event.seconds > 0:
                     self.warmup_rates.append(event.items / event.seconds)
+                    steps, seconds = self.warmup_steps
+                    self.warmup_steps = (steps + event.steps, seconds + event.seconds)
                 elif isinstance(event, PhaseEvent):
                     self.phase = event.phase
                     self.phase_since = float(event.time)
@@ -76,8 +80,10 @@ class EventTail:
         """Where the trial is, in words, and for how long it has been there; what it
         recompiled after its first step and why, if it did."""
         self.poll()
-        where = stalled(self.phase, max(0.0, time.time() - self.phase_since),
-                        compiling=compiling, stepped=self.stepped, windows=len(self.rates))
         r = self.recompiled
+        where = stalled(self.phase, max(0.0, time.time() - self.phase_since),
+                        compiling=compiling, stepped=self.stepped, windows=len(self.rates),
+                        first_step=self.first_step,
+                        later_steps=self.warmup_steps if r is None else None)
         note = "" if r is None else recompile_note(r.count, r.seconds, r.reasons)
         return f"{where}; {note}" if note else where

@@ -172,6 +172,19 @@ def test_a_stalled_trial_names_its_phase_and_how_long(
     assert tail.stalled(compiling=compiling).startswith(says)
 
 
+def test_a_warm_up_cut_after_a_few_slow_steps_says_they_were_slow(tmp_path: Path) -> None:
+    # What a GRU tagger's baseline was killed with on a loaded 2-CPU VM: "step times had not
+    # settled", after three steps (27, 4 and 13 s) in 57 s.
+    path = tmp_path / "events.jsonl"
+    write_events(path, {"event": "phase", "phase": "warmup", "time": time.time() - 57.0},
+                 {"event": "first_step", "seconds": 27.3},
+                 {"event": "warmup", "items": 3242.0, "seconds": 4.4, "steps": 1},
+                 {"event": "warmup", "items": 3549.0, "seconds": 13.0, "steps": 1})
+    assert EventTail(path, None).stalled(compiling=False) == (
+        "still warming up after 57 s: 3 step(s), the first 27 s, then 8.7 s each. Steps this "
+        "slow need a longer --trial-timeout (or --timeout) to settle, or a smaller batch")
+
+
 def test_a_stalled_trial_counts_from_the_phase_it_entered_last(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     now = time.time()
@@ -291,6 +304,9 @@ def test_timeout_kills_the_trial_and_its_dataloader_workers(
         # Where it was stuck, and for how long (the workers hang before the first batch).
         assert result.reason.startswith("killed at the 12 s trial limit: no batch from the "
                                         "DataLoader after "), result.reason
+        # The trial's log ends saying so (its own output stops where it hung).
+        log = (tmp_path / "trial" / "log.txt").read_text().strip().splitlines()
+        assert log[-1] == f"[autotune] {result.reason}", log[-3:]
         assert timeout <= elapsed < timeout + runner.grace_seconds + 5
         # Dead when `run` returns: no process of the trial is still running...
         states = {pid: process_state(pid) for pid in main + workers}
@@ -304,6 +320,26 @@ def test_timeout_kills_the_trial_and_its_dataloader_workers(
     finally:
         # Do not leave hung processes behind if the runner failed to kill them.
         kill_all(recorded_pids(pid_dir, "main") + recorded_pids(pid_dir, "worker"))
+
+
+@pytest.mark.slow
+def test_a_trial_killed_diagnosing_keeps_its_measurement(tmp_path: Path,
+                                                          test_adapters: Path) -> None:
+    # Its windows were timed; only the bottleneck diagnosis after them hung past the limit. The
+    # measurement stands (the baseline's rate is what every speedup is over), the diagnosis
+    # says why it is missing.
+    runner = SubprocessRunner(grace_seconds=1.0)
+    request = request_for(test_adapters / "faults" / "hang_diagnosis.py", TrainConfig(batch_size=8))
+    timeout = 25.0  # past the diagnosis's reserve once the trial has started and measured
+    result = runner.run(request, tmp_path / "trial", timeout=timeout)
+    log = (tmp_path / "trial" / "log.txt").read_text()
+    assert result.status is Status.OK, (result.reason, log)
+    assert result.throughput is not None and result.throughput > 0
+    assert result.windows and len(result.window_throughputs) == result.windows
+    assert result.diagnosis is None
+    assert result.diagnosis_error.startswith("killed at the 25 s trial limit: still diagnosing")
+    assert result.duration_seconds is not None and result.duration_seconds >= timeout
+    assert TrialResult.load(tmp_path / "trial" / "result.json") == result
 
 
 _SEARCH_STANDIN = """
