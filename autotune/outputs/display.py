@@ -98,6 +98,8 @@ class RichDisplay:
         self.configs: dict[int, str] = {}
         self._lock = threading.Lock()
         self.confirm_runs: dict[int, list[TrialResult]] = {}
+        self.confirming = False
+        """Whether the confirmation was announced (`confirm_started`)."""
         """Each confirmed trial's fresh runs, to warn when they disagree."""
 
     def __rich__(self) -> Text:
@@ -180,6 +182,8 @@ class RichDisplay:
                 conv += f" ({result.new_shape_windows} window(s) of new shapes set apart)"
             if result.compiled_graphs == 0:  # the model ran eagerly under its compile
                 conv += " (its compile compiled no graph: it ran eagerly)"
+            if result.diagnosis_error:
+                conv += f" (not diagnosed: {result.diagnosis_error})"
             compile_s = f", compile {result.compile_seconds:.0f} s" if result.compile_seconds and \
                 result.compile_seconds >= 1 else ""
             cost = f"({result.reason})" if result.reason else \
@@ -192,6 +196,7 @@ class RichDisplay:
     def confirm_started(self, cands: list[Candidate], repeats: int) -> None:
         with self._lock:
             self.running.clear()
+        self.confirming = True
         names = ", ".join(f"#{c.trial}" + (" (baseline)" if c.baseline else "") for c in cands)
         self.console.print(f"[bold]confirming[/] {names}: shuffled rounds of fresh runs until the "
                            f"lead is clear ({repeats} for the leader, one for a config behind)")
@@ -215,6 +220,9 @@ class RichDisplay:
             self.console.print(f"[red]no trial ran ok[/] after {elapsed}; see the reasons above "
                                "and the logs under trials/<n>/log.txt")
             return
+        if self.confirming and not self.confirm_runs:  # announced, and not one run started
+            self.console.print("  no fresh run started: the search's budget (--timeout) had too "
+                               "little time left for one")
         speed, how = winner_phrases(winner)  # a ratio is never "confirmed" on runs that disagree
         self.console.print(f"[bold green]best:[/] trial #{winner.record.number}, "
                            f"{human(winner.throughput)} {self.unit}/s{speed}{how} ({elapsed})")

@@ -251,6 +251,26 @@ def test_confirmation_lines() -> None:
     assert "#0 oom out of memory (search measured 800)" in text
 
 
+def test_a_confirmation_announced_with_no_run_says_the_budget_ended() -> None:
+    # A 2-CPU VM: "confirming #1: ..." and then the winner "not confirmed", with no word of
+    # why nothing ran.
+    display = RichDisplay(console())
+    display.unit = "samples"
+    cand = Candidate(trial=1, config=FAST, search_throughput=15400.0, duration_seconds=49.0)
+    display.confirm_started([cand], 2)
+    display.finished(winner(1, 15400.0, None))
+    text = printed(display)
+    assert ("no fresh run started: the search's budget (--timeout) had too little time left "
+            "for one") in text
+    assert text.index("no fresh run started") < text.index("best: trial #1")
+    # Runs that did start say nothing of the kind.
+    ran = RichDisplay(console())
+    ran.confirm_started([cand], 2)
+    ran.confirm_result(cand, TrialResult(status=Status.OK, throughput=15000.0))
+    ran.finished(winner(1, 15000.0, None))
+    assert "no fresh run started" not in printed(ran)
+
+
 def test_noisy_confirmation_runs_get_a_warning_naming_the_measured_cause() -> None:
     display = RichDisplay(console())
     display.unit = "samples"
