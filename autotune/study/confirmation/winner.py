@@ -64,8 +64,11 @@ class Decision:
 
     @property
     def speedup_confirmed(self) -> bool:
-        """A ratio to the baseline stands only when the baseline's runs agree with each other."""
-        return self.baseline_spread is not None and self.baseline_spread < DISAGREE
+        """A ratio to the baseline stands only when the baseline's runs agree with each other
+        and the winner's slowest run beats the baseline's fastest (runs that overlap leave the
+        gain unshown, a tie's 1.21x over runs 0.97-1.22x apart)."""
+        return (self.baseline_spread is not None and self.baseline_spread < DISAGREE
+                and (self.speedup_interval is None or self.speedup_interval[0] > 1.0))
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
