@@ -65,11 +65,11 @@ def write_outputs(study: optuna.Study, settings: SearchSettings, *, plot: bool =
     recs = records.read_records(study)
     _, baseline = best_and_baseline(recs)
     winner = pick_winner(recs, study_attrs.read_confirmation(study))
-    rows = trial_rows(recs, baseline, winner)
+    info = study_attrs.read_info(study)
+    rows = trial_rows(recs, baseline, winner, info.unit if info else None)
     atomic_write_text(out / "study.yaml", yaml.safe_dump(
         {"study_name": settings.study_name, "storage": settings.storage}, sort_keys=False))
     atomic_write_text(out / "trials.csv", rows_to_csv(rows))
-    info = study_attrs.read_info(study)
     if winner is not None:
         # The baseline runs the adapter's own batch: what a changed effective batch is told against.
         base = next((r.config for r in recs if r.baseline and r.config is not None), None)

@@ -57,10 +57,10 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
     _, baseline = best_and_baseline(recs)
     confirmation = study_attrs.read_confirmation(study)
     winner = pick_winner(recs, confirmation)
-    all_rows = trial_rows(recs, baseline, winner)
+    info = study_attrs.read_info(study)
+    all_rows = trial_rows(recs, baseline, winner, info.unit if info else None)
     # The search's trials; confirmation runs and the winner's record are told below.
     rows = [r for r in all_rows if r["role"] not in (records.CONFIRM, records.WINNER)]
-    info = study_attrs.read_info(study)
     unit = info.unit if info else "items"
     # A copy (the sampler proposed a config measured before) repeats its original's row.
     ok = sorted((r for r in rows if r["status"] == "ok" and r["copy_of"] is None),

@@ -48,8 +48,10 @@ COLUMNS = ("number", "state", "status", "baseline", *KNOB_COLUMNS, "role", "conf
 
 
 def trial_rows(records: Sequence[TrialRecord], baseline: float | None,
-               winner: Winner | None = None) -> list[dict[str, Any]]:
-    """One row per trial that got a config; `winner` (`pick_winner`'s) marks its rows."""
+               winner: Winner | None = None, unit: str | None = None) -> list[dict[str, Any]]:
+    """One row per trial that got a config; `winner` (`pick_winner`'s) marks its rows. `unit`:
+    the study's, on every row (a trial cut before it loaded the adapter, or pruned by the
+    parent, knows no unit of its own)."""
     confirmed = {c.trial: c for c in (winner.confirmation or ())} if winner else {}
     # Fresh runs compare with the baseline's fresh runs, search trials with its search trial.
     fresh_base = winner.baseline if winner and winner.confirmation else baseline
@@ -69,6 +71,7 @@ def trial_rows(records: Sequence[TrialRecord], baseline: float | None,
             **{f"{PARAM_PREFIX}{k}": v for k, v in r.config.params.items()},
             **{k: getattr(result, k, None) for k in MEASURES},
             "reason": result.reason if result else "",
+            **({"unit": unit} if unit else {}),
             "log": result.log if result else "",
         }
         for phase, column in PHASE_COLUMNS.items():

@@ -89,6 +89,14 @@ def test_columns_hold_every_knob_in_the_tables_order() -> None:
     assert len(set(COLUMNS)) == len(COLUMNS)
 
 
+def test_every_row_has_the_studys_unit(trials: list[TrialRecord]) -> None:
+    # A trial pruned or cut by the parent knows no unit ("samples", TrialResult's default);
+    # the study measures one (a "rows" adapter's pruned trial read "27431.7,samples").
+    rows = trial_rows(trials, baseline=100.0, unit="rows")
+    assert {r["unit"] for r in rows} == {"rows"}
+    assert {r["unit"] for r in trial_rows(trials, baseline=100.0) if r["throughput"]} == {"samples"}
+
+
 def test_trial_rows_without_baseline(trials: list[TrialRecord]) -> None:
     assert all(r["speedup"] is None for r in trial_rows(trials, baseline=None))
 
