@@ -50,12 +50,15 @@ def is_length(where: str, high: int, batch_size: int | None) -> bool:
 
 def padding_note(shape_range: str, shape_count: int | None,
                  multiple: int = PAD_MULTIPLE, *, batch_size: int | None = None,
-                 padded: int | None = None) -> str:
+                 padded: int | None = None, cuda: bool = True) -> str:
     """One sentence for best.yaml: the shapes vary, over what, and what padding would allow
     (`batch_size`: the trial's, when known; a first dimension that grew past it is a length.
     `padded`: the distinct shapes the trial's batches leave with every length padded to
     `multiple`, `TrialResult.shape_count_padded`; else, for a result recorded before that
-    count, what padding leaves of each length alone)."""
+    count, what padding leaves of each length alone. `cuda`: measured on a GPU, where
+    reduce-overhead's CUDA graphs pay per shape too)."""
+    static = ("a compile with static shapes or reduce-overhead's one CUDA graph per shape"
+              if cuda else "a compile with static shapes")
     ranges = parse_ranges(shape_range)
     seen = f", {shape_count} distinct shapes" if shape_count else ""
     if not ranges:
@@ -67,9 +70,9 @@ def padding_note(shape_range: str, shape_count: int | None,
                (", counted among those." if padded is not None else "."))
     if not lengths:
         return (f"Batch shapes vary from batch to batch ({shape_range}{seen}): the number of "
-                "samples a batch varies (a sampler batching by length, a last partial batch), so a "
-                "compile with static shapes or reduce-overhead's one CUDA graph per shape pays for "
-                "each batch size; batches of a fixed size (drop_last) keep one.")
+                "samples a batch varies (a sampler batching by length, a last partial batch), so "
+                f"{static} pays for each batch size; batches of a fixed size (drop_last) keep "
+                "one.")
     names = [r[0] for r in lengths]
     named = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
     if padded is not None:
@@ -82,15 +85,14 @@ def padding_note(shape_range: str, shape_count: int | None,
             " of each" if len(lengths) > 1 else "")
         pay = f"{left}" if len(lengths) == 1 else f"at most {left} sizes of each"
     return (f"Batch shapes vary from batch to batch ({shape_range}{seen}): padding "
-            f"{named} to a multiple of {multiple} would leave {leave}, so a compile with static "
-            f"shapes or reduce-overhead's one CUDA graph per shape would pay for {pay}, not one "
-            f"per length.{samples}")
+            f"{named} to a multiple of {multiple} would leave {leave}, so {static} would pay "
+            f"for {pay}, not one per length.{samples}")
 
 
 def shapes_block(*, vary: bool | None, shape_range: str | None, count: int | None,
                  dynamic: bool | None, batch_size: int | None = None,
-                 padded: int | None = None,
-                 recompile_multiple: int | None = None) -> dict[str, Any] | None:
+                 padded: int | None = None, recompile_multiple: int | None = None,
+                 cuda: bool = True) -> dict[str, Any] | None:
     """best.yaml's `shapes:`: whether the batches' shapes vary, over what, how many were seen,
     whether the compile was dynamic, and what padding would allow (`recompile_multiple`: the
     multiple `recompiles.divisor` reads from `TrialResult.recompile_reason`). None when not
@@ -99,7 +101,8 @@ def shapes_block(*, vary: bool | None, shape_range: str | None, count: int | Non
         return None
     if not vary:
         return {"vary": False}
-    note = padding_note(shape_range or "", count, batch_size=batch_size, padded=padded)
+    note = padding_note(shape_range or "", count, batch_size=batch_size, padded=padded,
+                        cuda=cuda)
     if recompile_multiple:
         m = recompile_multiple
         note += (" Its compile recompiled on guards testing the lengths' divisibility (a "

@@ -67,7 +67,8 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
         "shapes": shapes_block(vary=result.shapes_vary, shape_range=result.shape_range,
                                count=result.shape_count, dynamic=result.dynamic_shapes,
                                batch_size=config.batch_size, padded=result.shape_count_padded,
-                               recompile_multiple=divisor(result.recompile_reason)),
+                               recompile_multiple=divisor(result.recompile_reason),
+                               cuda=_on_gpu(result)),
         "measurement": {
             "trial": best.number,
             "spread": rounded(result.spread),
@@ -204,6 +205,11 @@ def _host_cpu(result: TrialResult) -> dict[str, Any]:
         out["warning"] = (f"the hypervisor took {usage.steal_fraction:.0%} of the CPUs' time "
                           "while this was measured: CPU-bound rates vary between runs here")
     return out
+
+
+def _on_gpu(result: TrialResult) -> bool:
+    """Measured on a GPU (not known: assumed so), where CUDA graphs are in the space."""
+    return result.fingerprint is None or result.fingerprint.gpu is not None
 
 
 def _diagnosed(winner: Winner) -> TrialResult | None:

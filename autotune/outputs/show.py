@@ -95,8 +95,9 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
         )
     console.print(table)
     if any(r["status"] == "ok" and not r["converged"] for r in rows):
-        console.print("* spread above tolerance: those windows did not agree (measurement noisy)")
-    _print_shape_notes(console, ok, rows)
+        console.print("* not converged: the windows' median was not known to the tolerance when "
+                      "the time ran out (windows that disagree, or too few of them to tell)")
+    _print_shape_notes(console, ok, rows, cuda=info is None or info.device != "cpu")
     if confirmation and winner is not None:
         base = winner.baseline if winner.confirmation else None
         conf = Table(title="confirmation: fresh re-runs after the search (the winner is picked "
@@ -158,14 +159,15 @@ def next_steps(winner: Winner, adapter: str, best: Path) -> list[str]:
 
 
 def _print_shape_notes(console: Console, ok: list[dict[str, Any]],
-                       rows: list[dict[str, Any]]) -> None:
+                       rows: list[dict[str, Any]], *, cuda: bool) -> None:
     """What varying shapes cost: over what they varied (the fastest trial of `ok` that saw
     them vary) and what padding would leave; then a line for each of the fastest three trials
     whose compile kept going, on which guard, and what padding stops it."""
     varied = next((r for r in ok if r["shapes_vary"]), None)
     if varied is not None:
         console.print(padding_note(varied["shape_range"] or "", varied["shape_count"],
-                      batch_size=varied["batch_size"], padded=varied["shape_count_padded"]))
+                      batch_size=varied["batch_size"], padded=varied["shape_count_padded"],
+                      cuda=cuda))
     for r in _kept_compiling(rows)[:3]:
         console.print(escape(f"trial {r['number']}: " + recompile_note(
             r["recompiles"], r["recompile_seconds"], r["recompile_reason"])))

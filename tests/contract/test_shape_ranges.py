@@ -42,6 +42,11 @@ def test_the_padding_note_names_every_length() -> None:
     exact = padding_note("input_ids[1] 455-512, attention_mask[1] 455-512", 40, padded=2)
     assert ("would leave 2 of the 40 shapes seen, so a compile with static shapes or "
             "reduce-overhead's one CUDA graph per shape would pay for 2,") in exact
+    # On a CPU there are no CUDA graphs to pay for (a GRU tagger's note on the 2-CPU VM).
+    cpu = padding_note("input_ids[1] 455-512, attention_mask[1] 455-512", 40, padded=2,
+                       cuda=False)
+    assert "so a compile with static shapes would pay for 2, not one per length." in cpu
+    assert "CUDA" not in cpu and "CUDA" not in padding_note("x[0] 13-64", 20, cuda=False)
     # The trial's count holds the batch sizes too.
     both = padding_note("x[0] 13-16, x[1] 20-90", 30, batch_size=16, padded=8)
     assert "would leave 8 of the 30 shapes seen" in both and "counted among those." in both

@@ -79,7 +79,7 @@ def test_show_prints_the_top_trials(tmp_path: Path) -> None:
     assert fastest < base  # fastest first
     assert "2.00" in lines[fastest] and "20.0%*" in lines[fastest]  # x base; spread, not converged
     assert "10.0" in lines[fastest] and "25%" in lines[fastest]  # step ms, data wait
-    assert "* spread above tolerance" in text
+    assert "* not converged: the windows' median was not known to the tolerance" in text
     assert "recompiles" in text and "|          3 |" in lines[fastest]
     assert "Batch shapes vary from batch to batch (input_ids[1] 512-1024, 437 distinct" in text
     # What kept its compile going, and the padding that stops it (a T5's bf16 compile, H100).
