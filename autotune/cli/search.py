@@ -267,6 +267,7 @@ def _report_end(search: Search, winner: Winner | None, space: SearchSpace,
                      None if unbatched is None else
                      unbatched_note(unbatched, winner.record.result.unit),
                      None if device is None else on_device_note(device, space.values("num_workers")),
+                     None if display.plain else  # the table's lines said it (`show`)
                      params_note(params_not_measured(  # as best.yaml says it
                          declared_values(search.study, winner.record.config.params), recs))):
             if note is not None:

@@ -120,6 +120,9 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
         for warning in spread_warnings(winner, unit):  # best.yaml's decision.warnings
             console.print(f"warning: {warning}")
         if info is not None and (out / "best.yaml").is_file():
+            unmeasured = _unmeasured(out / "best.yaml")
+            if unmeasured:  # params: holds the best of what ran, not of what was declared
+                console.print(f"note: {unmeasured}", markup=False, highlight=False)
             for line in next_steps(winner, info.adapter, out / "best.yaml"):
                 console.print(line, markup=False, highlight=False)
     # A config refused unrun is told to the study as a timeout (its reason "not run: ..."):
@@ -144,6 +147,16 @@ def winner_line(winner: Winner, unit: str) -> str:
     sure = f", {decision_note(winner)}" if d is not None else ""
     return (f"winner: {where}, {human(winner.throughput)} {unit}/s ({how}){speed}"
             f"{verdict.replace(' (', '; ', 1).rstrip(')')}{sure}")
+
+
+def _unmeasured(best: Path) -> str | None:
+    """best.yaml's note on the adapter's knob values the search never measured, if any."""
+    try:
+        doc = yaml.safe_load(best.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    block = doc.get("params_not_measured") if isinstance(doc, dict) else None
+    return block.get("note") if isinstance(block, dict) else None
 
 
 def next_steps(winner: Winner, adapter: str, best: Path) -> list[str]:

@@ -9,10 +9,12 @@ from pathlib import Path
 import optuna
 import yaml
 from optuna.distributions import CategoricalDistribution
+from rich.console import Console
 
 from autotune import MeasureSettings, Status, TrainConfig, TrialResult
 from autotune.outputs.best import params_not_measured, params_note
 from autotune.outputs.report import write_outputs
+from autotune.outputs.show import show
 from autotune.study.search import SearchSettings
 from autotune.study.store import records, study_attrs
 from autotune.study.store.storage import open_storage
@@ -54,6 +56,21 @@ def test_the_values_never_measured_ok_are_listed_under_params(tmp_path: Path) ->
 def test_nothing_is_said_when_every_value_ran(tmp_path: Path) -> None:
     doc = searched(tmp_path, [(None, Status.OK), (8, Status.OK), (128, Status.OK)])
     assert doc["params"] == {"pad": 128} and "params_not_measured" not in doc
+    assert "note: params:" not in shown(tmp_path / "out")
+
+
+def test_show_says_it_as_best_yaml_does(tmp_path: Path) -> None:
+    # `autotune show` printed the winner with no word that pad 8 and 128 never ran.
+    doc = searched(tmp_path, [(None, Status.OK), (None, Status.OK), (128, Status.OOM)])
+    text = shown(tmp_path / "out")
+    assert f"note: {doc['params_not_measured']['note']}" in " ".join(text.split())
+    assert text.index("winner:") < text.index("note: params:")
+
+
+def shown(out: Path) -> str:
+    console = Console(record=True, width=400)
+    show(out, console=console)
+    return console.export_text()
 
 
 def test_the_note_names_each_knob_and_value_as_yaml_writes_them() -> None:
