@@ -88,7 +88,7 @@ def write_outputs(study: optuna.Study, settings: SearchSettings, *, plot: bool =
             doc = _after(doc, "params", "params_not_measured",
                          {**missing, "note": params_note(missing)})
         atomic_write_text(out / "best.yaml", yaml_header(doc) + yaml.safe_dump(doc, sort_keys=False))
-    if rows and plot:
+    if plot and any(r["status"] == "ok" for r in rows):  # nothing ran ok: nothing to draw
         # The search's trials; confirmation runs are drawn from the confirmation's entries.
         searched = {r.number for r in recs if r.search}
         ends, resumes = search_clock([s for s in _spans(study) if s[0] in searched])

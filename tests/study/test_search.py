@@ -253,6 +253,14 @@ def test_outputs_are_written_after_each_trial(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "throughput.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
 
+def test_no_plot_is_drawn_while_no_trial_ran_ok(tmp_path: Path) -> None:
+    # A chart of nothing but failures was written beside "no trial ran ok".
+    runner = FakeRunner(lambda call, request: TrialResult(status=Status.OOM, reason="oom"))
+    search(tmp_path, LARGE, trials=2, runner=runner, plot=True).run()
+    assert (tmp_path / "out" / "trials.csv").is_file()
+    assert not (tmp_path / "out" / "throughput.png").exists()
+
+
 def test_failed_outcomes_are_complete_but_infeasible(tmp_path: Path) -> None:
     failures = [Status.OOM, Status.NAN, Status.ERROR, Status.TIMEOUT, Status.CRASHED]
 
