@@ -12,11 +12,14 @@ from typing import Any
 from autotune.contract.files import atomic_write_text
 from autotune.contract.noise import Noise
 
-__all__ = ["NOT_RUN", "RECOMPILING", "Diagnosis", "Fingerprint", "HostCpu", "Status",
+__all__ = ["NO_BATCH", "NOT_RUN", "RECOMPILING", "Diagnosis", "Fingerprint", "HostCpu", "Status",
            "TrialResult", "Verdict"]
 
 NOT_RUN = "not run"
 """How the reason of a result that did not run begins (`TrialResult.ran`)."""
+
+NO_BATCH = "the loader yielded no batch"
+"""In the reason of an error whose loader gave no full batch (`trial.compose`)."""
 
 RECOMPILING = "compiling does not settle"
 """How the reason of an error begins when a compiled step kept recompiling in warm-up

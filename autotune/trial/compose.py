@@ -17,6 +17,7 @@ from autotune.adapter import Adapter
 from autotune.contract.config import TrainConfig
 from autotune.contract.phases import Phase
 from autotune.contract.request import CUDAGRAPH_MODES
+from autotune.contract.result import NO_BATCH
 from autotune.trial.blame import blame, blaming, check_loss
 from autotune.trial.features.amp import apply_amp
 from autotune.trial.features.compile import (compile_loss, compiled_dynamic, dims_to_mark,
@@ -189,10 +190,9 @@ class TrainStep:
             try:
                 return next(self._iterator)
             except StopIteration:
-                raise RuntimeError(
-                    f"the loader yielded no batch (batch_size={self.config.batch_size}): a "
-                    "dataset smaller than one batch with drop_last, or a make_loader that "
-                    "returns an iterator instead of an iterable that starts over") from None
+                raise RuntimeError(f"{NO_BATCH} (batch_size={self.config.batch_size}): a dataset "
+                                   "smaller than one batch with drop_last, or a make_loader "
+                                   "that returns an iterator, not an iterable") from None
         except Exception as exc:
             blame(exc, "loader (dataset, collate_fn, sampler)")
             raise
