@@ -19,13 +19,20 @@ from autotune.contract.consistency import contradicted
 from autotune.contract.result import Verdict
 from autotune.study.store.records import TrialRecord
 
-__all__ = ["AT_LOADER", "MODEL_HEADROOM", "below_loader", "compile_may_pay", "loader_alone",
-           "model_outpaces"]
+__all__ = ["AT_LOADER", "LOADER_NEAR", "MODEL_HEADROOM", "below_loader", "compile_may_pay",
+           "loader_alone", "loader_near", "model_outpaces"]
 
 MODEL_HEADROOM = 1.25
 """How much faster than its loader a trial's model must run alone (data resident) for a
 compile of the model to move nothing: the step then waits for the loader whatever the model
 does."""
+
+LOADER_NEAR = 1.5
+"""A loader alone this many times the step's rate, or less, is near enough to be the limit at a
+larger batch: each batch moves that many more bytes through the workers' queue and the pinning
+thread. A held-out MobileNetV3 on an H200 (2026-11-28), float32 images from 15 workers:
+overhead-bound at batch 96 (2.48k images/s, its loader alone 3.27k); at 768 it ran 1.1-1.5k,
+and its warm-up was cut at the search's end after 33 s."""
 
 AT_LOADER = 0.85
 """A step reading at least this share of its loader-alone rate runs at its loader's rate (a
@@ -76,3 +83,15 @@ def below_loader(record: TrialRecord) -> bool:
     loader = loader_alone(record)
     diagnosis = record.result.diagnosis if record.result is not None else None
     return bool(loader and diagnosis is not None and diagnosis.throughput < AT_LOADER * loader)
+
+
+def loader_near(record: TrialRecord) -> bool:
+    """Whether `record`'s loader alone ran within LOADER_NEAR x its step's rate (a probe to
+    trust: never below what the loader fed end to end), whatever its verdict."""
+    diagnosis = record.result.diagnosis if record.result is not None else None
+    if diagnosis is None or not diagnosis.loader_rate or not diagnosis.throughput:
+        return False
+    if contradicted(throughput=diagnosis.throughput, loader_rate=diagnosis.loader_rate,
+                    compute_rate=None)[0]:
+        return False
+    return diagnosis.loader_rate <= LOADER_NEAR * diagnosis.throughput

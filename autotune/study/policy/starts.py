@@ -19,7 +19,7 @@ from autotune.contract.config import TrainConfig
 from autotune.contract.request import known_incompatible
 from autotune.contract.result import Status, Verdict
 from autotune.study.policy.graphs import many_shapes
-from autotune.study.policy.headroom import below_loader, compile_may_pay
+from autotune.study.policy.headroom import below_loader, compile_may_pay, loader_near
 from autotune.study.policy.loader_steps import free_workers, loader_climb, threads_beside
 from autotune.study.policy.recipes import hand_recipe
 from autotune.study.space.bound import SearchSpace
@@ -166,11 +166,12 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
             climb.append(space.changed(config, num_workers=workers[len(workers) // 2]))
     larger = sorted(b for b in space.batch_sizes() if b > config.batch_size)
     if larger:
-        if verdict in (Verdict.OVERHEAD, Verdict.COMPUTE):
+        if verdict in (Verdict.OVERHEAD, Verdict.COMPUTE) and not loader_near(best):
             # A launch-bound step takes about as long at any batch, and a compute-bound one
             # uses the device better the more it is given: try the largest at once. If it
             # does not fit, the ladder halves the way back (`_bisect`); each rung skipped is
-            # a compile saved.
+            # a compile saved. Not with a loader near the step's rate (`loader_near`): the
+            # largest batch may wait for it at a lower rate, one rung at a time then.
             climb.append(space.with_batch(config, larger[-1]))
         else:
             climb.append(space.with_batch(config, larger[0]))

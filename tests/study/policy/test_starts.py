@@ -159,6 +159,26 @@ def test_a_compute_bound_best_climbs_to_the_largest_batch_at_once() -> None:
     assert ups(space_of(CPU_SPACE), recipe, recipe) == [RECIPE.replace(batch_size=64)]
 
 
+@pytest.mark.parametrize("verdict", [Verdict.COMPUTE, Verdict.OVERHEAD])
+def test_a_best_whose_loader_is_near_its_rate_climbs_one_batch_at_a_time(
+        verdict: Verdict) -> None:
+    # A held-out MobileNetV3 on an H200: overhead-bound at batch 96 (2.48k images/s) beside a
+    # loader of 3.27k; the largest batch (768) ran 1.1-1.5k and its warm-up was cut.
+    def best(loader: float) -> TrialRecord:
+        r = done(1, RECIPE, verdict, throughput=2483.0)
+        assert r.result is not None and r.result.diagnosis is not None
+        diagnosis = dataclasses.replace(r.result.diagnosis, loader_rate=loader)
+        return dataclasses.replace(r, result=r.result.replace(diagnosis=diagnosis))
+
+    near, far = best(3273.0), best(8000.0)
+    assert RECIPE.replace(batch_size=16) in ups(space_of(CPU_SPACE), near, near)
+    assert RECIPE.replace(batch_size=64) not in ups(space_of(CPU_SPACE), near, near)
+    assert RECIPE.replace(batch_size=64) in ups(space_of(CPU_SPACE), far, far)
+    # A loader probe below what it fed end to end is not believed: the largest at once.
+    low = best(1000.0)
+    assert RECIPE.replace(batch_size=64) in ups(space_of(CPU_SPACE), low, low)
+
+
 def test_when_the_largest_batch_runs_out_of_memory_the_ladder_halves_the_way_back() -> None:
     space = space_of(CPU_SPACE)  # batch sizes 4, 8, 16, 32, 64
     best = done(1, RECIPE, Verdict.COMPUTE)
