@@ -114,7 +114,11 @@ def warm_up(
     compiled_seconds: Callable[[], float | None] | None = None,
 ) -> WarmUp:
     """Run `step` until its compute times settle and `settings.prefetch_batches` more batches
-    are drained; then, with `skip`, empty the loader's queue.
+    are drained, or the last round of the workers' batches waited for data (`_behind`: the
+    loader is behind, and what it queued is gone); then, with `skip`, empty the loader's
+    queue. A held-out MobileNetV3 at batch 768 with 15 workers, 4 batches each in
+    flight, a batch 3.5 s of a worker's time (H200, 2026-11-28): draining all 60 at the
+    loader's pace was still going when the search's end cut the trial after 33 s.
 
     `varying` says whether the batches' shapes have varied so far: while they do, settled means
     a stable rate (items per compute second over groups of RATE_STEPS steps), not equal step
@@ -148,6 +152,7 @@ def warm_up(
     settled = False
     drained = 0  # batches consumed since step times settled
     drained_wall = drained_wait = 0.0  # their seconds, and the seconds waiting for data
+    waits: list[tuple[int, float, float]] = []  # since then: each step's batches, wall, wait
     steps = 0
     storm = _Storm(compiled_seconds if gather is None else None)
     while steps < s.max_warmup_steps:
@@ -165,13 +170,14 @@ def warm_up(
             drained += s.grad_accum
             drained_wall += wall
             drained_wait += wall - compute
+            waits.append((s.grad_accum, wall, wall - compute))
         elif t.vary:
             settled = steps > 2 * RATE_STEPS and steps >= s.min_warmup_steps and \
                 _rates_settled(items, compute_times, s.settle_ratio)
         elif steps >= s.min_warmup_steps and _settled(compute_times[-2:], s.settle_ratio):
             settled = True
-        if settled and drained >= s.prefetch_batches:
-            break
+        if settled and (drained >= s.prefetch_batches or _behind(waits, s.num_workers)):
+            break  # drained, or a round of the workers waited for: nothing queued is left
     kept_up = bool(drained) and drained_wait <= KEPT_UP * drained_wall
     steady = statistics.median(compute_times[-2:])
     if skip is not None and s.prefetch_batches:
@@ -180,6 +186,18 @@ def warm_up(
     return WarmUp(steps=steps, compile_seconds=max(0.0, compute_times[0] - steady),
                   settled=settled, kept_up=kept_up,
                   step_wall=statistics.median(wall_times[-2:]))
+
+
+def _behind(waits: Sequence[tuple[int, float, float]], workers: int) -> bool:
+    """Whether the last round of the workers' batches (`waits`: each step's batches, wall and
+    data-wait seconds) waited for data more than KEPT_UP of its time: a queue still holding
+    what it made earlier hands batches over without a wait, however its workers deliver."""
+    batches = wall = wait = 0.0
+    for n, w, d in reversed(waits):
+        batches, wall, wait = batches + n, wall + w, wait + d
+        if batches >= max(1, workers):
+            return wait > KEPT_UP * wall
+    return False
 
 
 def _empty_queue(step: Step, skip: Skip, s: MeasureSettings, *, steady: float, kept_up: bool,

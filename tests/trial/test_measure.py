@@ -307,7 +307,9 @@ def test_a_loader_that_kept_up_in_warm_up_leaves_windows_to_window_seconds(
     m, step = run(lambda n: FAST, wait=wait, window_seconds=4 * FAST, min_window_steps=3,
                   num_workers=8, prefetch_batches=16)
     assert {w.steps for w in m.windows} == {expected}
-    assert m.warmup_steps >= 16
+    # Kept up: all 16 drained. Behind (every pull waits): a round of the 8 workers shows the
+    # queue is empty, and the drain ends there.
+    assert m.warmup_steps >= (16 if expected == 4 else 8)
 
 
 def test_a_loader_not_drained_in_warm_up_keeps_the_rounds_rule() -> None:

@@ -115,6 +115,30 @@ def test_a_compute_bound_step_after_the_skip_waits_out_the_restart_before_timing
     assert m.converged
 
 
+class Uncompiled(SimulatedLoader):
+    """The same loader behind a step with no compile: its queue has not filled when warm-up
+    starts draining it."""
+
+    def __call__(self) -> StepResult:
+        self.steps += 1  # never the first step's compile
+        return super().__call__()
+
+
+def test_a_loader_behind_the_step_ends_the_drain_after_a_round_of_waits() -> None:
+    # A held-out MobileNetV3 at batch 768 (H200, 2026-11-28): 15 workers, 4 batches each in
+    # flight, 3x slower than the step. Draining all 60 at the loader's pace outlasted the
+    # trial; once a round of the workers' batches in a row was waited for, nothing queued is
+    # left to drain.
+    clock = FakeClock()
+    loader = Uncompiled(clock, workers=15, prefetch=4, batch_seconds=15 * 3.0 * COMPUTE)
+    settings = MeasureSettings(num_workers=15, prefetch_batches=60, window_seconds=1.0,
+                               budget_seconds=20.0)
+    m = measure(loader, sync=loader.sync, finite=lambda: True, clock=clock, settings=settings,
+                skip=loader.skip_queued)
+    assert m.warmup_steps is not None and m.warmup_steps < settings.min_warmup_steps + 15 + 15
+    assert m.throughput == pytest.approx(1 / (3.0 * COMPUTE), rel=0.01)
+
+
 def test_skipping_ends_at_the_first_pull_that_blocks() -> None:
     clock = FakeClock()
     loader = SimulatedLoader(clock, workers=4, prefetch=2, batch_seconds=1.0)
