@@ -231,3 +231,21 @@ def test_compile_ahead_alternates_the_ways_and_weighs_the_trial_beside_the_spare
         (tmp_path / "e.yaml").write_text("batch_size: 8\n")
         ahead.main(["--adapter", "a.py", "--measured", str(tmp_path / "e.yaml"),
                     "--ahead", str(tmp_path / "e.yaml")])
+
+
+@pytest.mark.slow
+def test_the_trial_probe_runs_each_config_as_a_search_trial(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    probe = benchmark_script("measurement/trial_probe.py")
+    configs = []
+    for b in (8, 16):
+        path = tmp_path / f"bs{b}.yaml"
+        path.write_text(f"batch_size: {b}\n")
+        configs.append(str(path))
+    assert probe.main(["--adapter", str(REPO_ROOT / "tests" / "adapters" / "tiny.py"), *configs,
+                       "--device", "cpu", "--measure-seconds", "0.3", "--timeout", "60"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["describe"] for line in lines] == ["bs=8 fp32", "bs=16 fp32"]
+    for line in lines:
+        assert line["status"] == "ok" and line["throughput"] > 0
+        assert line["warmup_steps"] >= 3 and "warmup" in line["phases"]
