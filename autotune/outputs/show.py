@@ -116,15 +116,7 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
             )
         console.print(conf)
     if winner is not None:
-        console.print(winner_line(winner, unit))
-        for warning in spread_warnings(winner, unit):  # best.yaml's decision.warnings
-            console.print(f"warning: {warning}")
-        if info is not None and (out / "best.yaml").is_file():
-            unmeasured = _unmeasured(out / "best.yaml")
-            if unmeasured:  # params: holds the best of what ran, not of what was declared
-                console.print(f"note: {unmeasured}", markup=False, highlight=False)
-            for line in next_steps(winner, info.adapter, out / "best.yaml"):
-                console.print(line, markup=False, highlight=False)
+        _print_winner(console, winner, unit, None if info is None else info.adapter, out)
     # A config refused unrun is told to the study as a timeout (its reason "not run: ..."):
     # counted with the timeouts it read as one that had run and been cut.
     failed = Counter("not run" if str(r["reason"] or "").startswith("not run") else r["status"]
@@ -147,6 +139,20 @@ def winner_line(winner: Winner, unit: str) -> str:
     sure = f", {decision_note(winner)}" if d is not None else ""
     return (f"winner: {where}, {human(winner.throughput)} {unit}/s ({how}){speed}"
             f"{verdict.replace(' (', '; ', 1).rstrip(')')}{sure}")
+
+
+def _print_winner(console: Console, winner: Winner, unit: str, adapter: str | None,
+                  out: Path) -> None:
+    """The winner as best.yaml states it, its warnings and notes, and where to go next."""
+    console.print(winner_line(winner, unit))
+    for warning in spread_warnings(winner, unit):  # best.yaml's decision.warnings
+        console.print(f"warning: {warning}")
+    if adapter is not None and (out / "best.yaml").is_file():
+        unmeasured = _unmeasured(out / "best.yaml")
+        if unmeasured:  # params: holds the best of what ran, not of what was declared
+            console.print(f"note: {unmeasured}", markup=False, highlight=False)
+        for line in next_steps(winner, adapter, out / "best.yaml"):
+            console.print(line, markup=False, highlight=False)
 
 
 def _unmeasured(best: Path) -> str | None:

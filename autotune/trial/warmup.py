@@ -114,11 +114,8 @@ def warm_up(
     compiled_seconds: Callable[[], float | None] | None = None,
 ) -> WarmUp:
     """Run `step` until its compute times settle and `settings.prefetch_batches` more batches
-    are drained, or the last round of the workers' batches waited for data (`_behind`: the
-    loader is behind, and what it queued is gone); then, with `skip`, empty the loader's
-    queue. A held-out MobileNetV3 at batch 768 with 15 workers, 4 batches each in
-    flight, a batch 3.5 s of a worker's time (H200, 2026-11-28): draining all 60 at the
-    loader's pace was still going when the search's end cut the trial after 33 s.
+    are drained (fewer once the loader is behind: `_behind`); then, with `skip`, empty the
+    loader's queue.
 
     `varying` says whether the batches' shapes have varied so far: while they do, settled means
     a stable rate (items per compute second over groups of RATE_STEPS steps), not equal step
@@ -128,8 +125,8 @@ def warm_up(
     they grew recompiled; RECOMPILING_STEPS of them raise `RecompileStorm` (not with `gather`:
     each rank would decide alone).
 
-    `on_first_step` is called once the first step is done, with its seconds. With `gather` (DDP ranks measuring as one), every decision is taken on the slowest
-    rank's times, so all ranks run the same steps.
+    `on_first_step` is called once the first step is done, with its seconds. With `gather`
+    (DDP ranks measuring as one), every decision is taken on the slowest rank's times.
 
     `skip` empties the loader's queue. Draining it at the step's pace leaves what the workers
     made meanwhile (tests/trial/test_measure_queue.py simulates it): behind a step 4.5x faster
@@ -150,9 +147,8 @@ def warm_up(
     wall_times: list[float] = []
     items: list[float] = []
     settled = False
-    drained = 0  # batches consumed since step times settled
-    drained_wall = drained_wait = 0.0  # their seconds, and the seconds waiting for data
-    waits: list[tuple[int, float, float]] = []  # since then: each step's batches, wall, wait
+    # Each step since step times settled (the drain): its batches, wall and data-wait seconds.
+    waits: list[tuple[int, float, float]] = []
     steps = 0
     storm = _Storm(compiled_seconds if gather is None else None)
     while steps < s.max_warmup_steps:
@@ -167,18 +163,16 @@ def warm_up(
         if steps == 1 and on_first_step is not None:
             on_first_step(wall_times[0])
         if settled:
-            drained += s.grad_accum
-            drained_wall += wall
-            drained_wait += wall - compute
             waits.append((s.grad_accum, wall, wall - compute))
         elif t.vary:
             settled = steps > 2 * RATE_STEPS and steps >= s.min_warmup_steps and \
                 _rates_settled(items, compute_times, s.settle_ratio)
         elif steps >= s.min_warmup_steps and _settled(compute_times[-2:], s.settle_ratio):
             settled = True
-        if settled and (drained >= s.prefetch_batches or _behind(waits, s.num_workers)):
+        if settled and (sum(n for n, _, _ in waits) >= s.prefetch_batches
+                        or _behind(waits, s.num_workers)):
             break  # drained, or a round of the workers waited for: nothing queued is left
-    kept_up = bool(drained) and drained_wait <= KEPT_UP * drained_wall
+    kept_up = bool(waits) and sum(d for _, _, d in waits) <= KEPT_UP * sum(w for _, w, _ in waits)
     steady = statistics.median(compute_times[-2:])
     if skip is not None and s.prefetch_batches:
         steps += _empty_queue(step, skip, s, steady=steady, kept_up=kept_up, sync=sync,
@@ -191,7 +185,10 @@ def warm_up(
 def _behind(waits: Sequence[tuple[int, float, float]], workers: int) -> bool:
     """Whether the last round of the workers' batches (`waits`: each step's batches, wall and
     data-wait seconds) waited for data more than KEPT_UP of its time: a queue still holding
-    what it made earlier hands batches over without a wait, however its workers deliver."""
+    what it made earlier hands batches over without a wait, however its workers deliver. A
+    held-out MobileNetV3 at batch 768, 15 workers with 4 batches each in flight, 3.5 s of a
+    worker's time a batch (H200, 2026-11-28): draining all 60 at the loader's pace was still
+    going when the search's end cut the trial after 33 s; with this, 15.7 s."""
     batches = wall = wait = 0.0
     for n, w, d in reversed(waits):
         batches, wall, wait = batches + n, wall + w, wait + d
