@@ -210,6 +210,7 @@ def _search(settings: SearchSettings, layout: Layout, space: SearchSpace,
 
     out, nproc = settings.out, settings.nproc_per_node
     display = RichDisplay()
+    display.memory_formats = space.values("memory_format")  # a CNN's note, as soon as it shows
     cache = out / "compile-cache"
     repair(cache)  # a search killed outright may have left a build cut short
     runners: list[ForkServerRunner] | list[DDPRunner]

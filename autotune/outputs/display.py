@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Sequence
 from typing import IO, Any
 
 from rich.console import Console
@@ -22,6 +23,7 @@ from autotune.contract.fmt import human
 from autotune.contract.noise import likely_cause, spread_warning
 from autotune.contract.phases import Phase
 from autotune.contract.result import Status, TrialResult
+from autotune.outputs.best import conv_note
 from autotune.outputs.decision import winner_phrases
 from autotune.study.confirmation.candidate import Candidate
 from autotune.study.confirmation.winner import Winner
@@ -98,6 +100,10 @@ class RichDisplay:
         self.configs: dict[int, str] = {}
         self._lock = threading.Lock()
         self.confirm_runs: dict[int, list[TrialResult]] = {}
+        self.memory_formats: Sequence[str] | None = None
+        """The space's memory_format values (set by the CLI): the first trial that shows
+        convolutions a space without channels_last leaves out says so at once, not after the
+        search (`best.conv_note`)."""
         self.confirming = False
         """Whether the confirmation was announced (`confirm_started`)."""
         """Each confirmed trial's fresh runs, to warn when they disagree."""
@@ -192,6 +198,11 @@ class RichDisplay:
         else:
             line.append(f"{config}  {result.reason}")
         self.console.print(line)
+        if self.memory_formats is not None and result.conv_weights:
+            note = conv_note(result, self.memory_formats)
+            self.memory_formats = None  # said once
+            if note is not None:
+                self.console.print(f"[bold yellow]note:[/] {note}")
 
     def confirm_started(self, cands: list[Candidate], repeats: int) -> None:
         with self._lock:

@@ -271,6 +271,27 @@ def test_a_confirmation_announced_with_no_run_says_the_budget_ended() -> None:
     assert "no fresh run started" not in printed(ran)
 
 
+def test_a_cnn_in_a_space_without_channels_last_is_told_at_its_first_trial() -> None:
+    # A held-out MobileNetV3 (H200): the note came after a 540-s search; an expert's
+    # channels_last config ran 1.135x its winner side by side.
+    display = RichDisplay(console())
+    display.unit = "images"
+    display.memory_formats = ("contiguous",)
+    convs = TrialResult(status=Status.OK, throughput=577.0, conv_weights=62)
+    display.trial_finished(0, convs, None)
+    display.trial_finished(1, convs, None)
+    text = printed(display)
+    assert text.count("note: the model has 62 convolution weights and this space does not "
+                      "search memory_format: --space cnn") == 1
+    searched = RichDisplay(console())
+    searched.memory_formats = ("contiguous", "channels_last")
+    searched.trial_finished(0, convs, None)
+    plain = RichDisplay(console())
+    plain.memory_formats = ("contiguous",)
+    plain.trial_finished(0, TrialResult(status=Status.OK, throughput=1.0, conv_weights=0), None)
+    assert "note:" not in printed(searched) + printed(plain)
+
+
 def test_noisy_confirmation_runs_get_a_warning_naming_the_measured_cause() -> None:
     display = RichDisplay(console())
     display.unit = "samples"
