@@ -47,6 +47,11 @@ SLOW_WARMUP = 10
 unsettled (a GRU on a loaded 2-CPU VM: a 27-s first step, then 4 and 13 s)."""
 
 
+STUCK_STEP = 10.0
+"""Seconds of a warm-up step still running past which a cut warm-up is said to be stuck in it
+(and three times the slowest step so far), not slow."""
+
+
 def stalled(phase: str, seconds: float, *, compiling: bool = False, stepped: bool = False,
             windows: int = 0, first_step: float | None = None,
             later_steps: tuple[int, float] | None = None) -> str:
@@ -71,7 +76,7 @@ def stalled(phase: str, seconds: float, *, compiling: bool = False, stepped: boo
         return f"no batch from the DataLoader after {s}"
     if phase == Phase.WARMUP:
         if stepped and later_steps is not None and later_steps[0] < SLOW_WARMUP:
-            return _slow_warmup(s, first_step, *later_steps)
+            return _slow_warmup(seconds, first_step, *later_steps)
         if stepped:
             return f"still warming up after {s} (step times had not settled)"
         if compiling:
@@ -84,10 +89,18 @@ def stalled(phase: str, seconds: float, *, compiling: bool = False, stepped: boo
     raise ValueError(f"unknown trial phase {phase=}")
 
 
-def _slow_warmup(s: str, first: float | None, steps: int, seconds: float) -> str:
-    """A warm-up cut after a few slow steps: what they took, and what makes room."""
+def _slow_warmup(seconds: float, first: float | None, steps: int, spent: float) -> str:
+    """A warm-up cut after a few slow steps (`steps` after the first, `spent` seconds): what
+    they took, and what makes room; or, when most of the time went to a step still running,
+    that it had not finished."""
+    s = f"{seconds:.0f} s"
     took = "" if first is None else f", the first {first:.0f} s"
     if steps:
-        took += f", then {seconds / steps:.1f} s each"
+        took += f", then {spent / steps:.1f} s each"
+    running = seconds - (first or 0.0) - spent
+    if running > max(STUCK_STEP, 3 * max(first or 0.0, spent / steps if steps else 0.0)):
+        return (f"still warming up after {s}: {1 + steps} step(s) done{took}, and the next had "
+                f"not finished after {running:.0f} s (a stuck DataLoader worker, or a step far "
+                "slower than the others)")
     return (f"still warming up after {s}: {1 + steps} step(s){took}. Steps this slow need a "
             "longer --trial-timeout (or --timeout) to settle, or a smaller batch")

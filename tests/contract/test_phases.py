@@ -29,6 +29,11 @@ def test_phases_in_the_order_a_trial_goes_through_them() -> None:
          "slow need a longer --trial-timeout (or --timeout) to settle, or a smaller batch"),
         ("warmup", {"stepped": True, "first_step": 0.2, "later_steps": (400, 54.0)},
          "still warming up after 55 s (step times had not settled)"),
+        # Nine quick steps, then one that never ended (a stuck worker): not "slow steps".
+        ("warmup", {"stepped": True, "first_step": 0.2, "later_steps": (9, 1.1)},
+         "still warming up after 55 s: 10 step(s) done, the first 0 s, then 0.1 s each, and "
+         "the next had not finished after 54 s (a stuck DataLoader worker, or a step far "
+         "slower than the others)"),
     ],
 )
 def test_stalled_names_the_phase_and_its_seconds(phase: str, kw: dict[str, object],

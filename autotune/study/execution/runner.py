@@ -113,7 +113,8 @@ class SubprocessRunner(RunnerBase):
                     if time.monotonic() - start > timeout + events.compile_allowance(grace):
                         outcome = Status.TIMEOUT
                         # Where it is stuck, read now: killing it takes a grace period.
-                        stuck = events.stalled(compiling=request.config.compile != "none")
+                        stuck = events.stalled(compiling=request.config.compile != "none",
+                                               counts_steps=request.nproc_per_node == 1)
                         break
             finally:
                 # Whatever happened (even an exception here), leave no process behind.
@@ -210,20 +211,31 @@ def _read_result(
         # and "still compiling after 120 s" call for different fixes.
         where = f": {stop_reason}" if stop_reason else ""
         reason = f"killed at the {timeout:.0f} s trial limit{where}"
-        measured = trial_dir / MEASURED
-        if measured.is_file():  # killed diagnosing: its windows were measured, and stand
-            return TrialResult.load(measured).replace(log=log, duration_seconds=duration,
-                                                      diagnosis_error=reason)
-        return TrialResult(status=outcome, reason=reason, log=log, duration_seconds=duration)
+        kept = _kept(trial_dir, log, duration, reason)
+        return kept or TrialResult(status=outcome, reason=reason, log=log,
+                                   duration_seconds=duration)
+    if returncode < 0:
+        reason = f"killed by {signal.Signals(-returncode).name}"
+    else:
+        reason = f"exited with code {returncode} without a result; last log line: {_last_line(log)}"
+    kept = _kept(trial_dir, log, duration, reason)
+    if kept is not None:
+        return kept
+    return TrialResult(status=Status.CRASHED, reason=reason, log=log, duration_seconds=duration)
+
+
+def _kept(trial_dir: Path, log: str, duration: float, reason: str) -> TrialResult | None:
+    """What a trial that ended without reporting had got to: its whole result when it wrote
+    one (it was killed or died after, ending), else what it measured before diagnosing (the
+    diagnosis cut by `reason`), else None."""
     path = trial_dir / "result.json"
     if path.is_file():
         return TrialResult.load(path).replace(log=log, duration_seconds=duration)
-    if returncode < 0:
-        name = signal.Signals(-returncode).name
-        reason = f"killed by {name}"
-    else:
-        reason = f"exited with code {returncode} without a result; last log line: {_last_line(log)}"
-    return TrialResult(status=Status.CRASHED, reason=reason, log=log, duration_seconds=duration)
+    measured = trial_dir / MEASURED
+    if measured.is_file():  # killed diagnosing: its windows were measured, and stand
+        return TrialResult.load(measured).replace(log=log, duration_seconds=duration,
+                                                  diagnosis_error=reason)
+    return None
 
 
 def _last_line(log: str) -> str:

@@ -76,14 +76,15 @@ class EventTail:
             return min(grace, self.first_step)
         return grace if self.phase == Phase.WARMUP else 0.0
 
-    def stalled(self, *, compiling: bool) -> str:
+    def stalled(self, *, compiling: bool, counts_steps: bool = True) -> str:
         """Where the trial is, in words, and for how long it has been there; what it
-        recompiled after its first step and why, if it did."""
+        recompiled after its first step and why, if it did. `counts_steps`: the trial reports
+        its warm-up steps (`WarmupEvent`; a DDP trial's ranks do not)."""
         self.poll()
         r = self.recompiled
         where = stalled(self.phase, max(0.0, time.time() - self.phase_since),
                         compiling=compiling, stepped=self.stepped, windows=len(self.rates),
                         first_step=self.first_step,
-                        later_steps=self.warmup_steps if r is None else None)
+                        later_steps=self.warmup_steps if r is None and counts_steps else None)
         note = "" if r is None else recompile_note(r.count, r.seconds, r.reasons)
         return f"{where}; {note}" if note else where

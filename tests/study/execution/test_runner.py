@@ -183,6 +183,9 @@ def test_a_warm_up_cut_after_a_few_slow_steps_says_they_were_slow(tmp_path: Path
     assert EventTail(path, None).stalled(compiling=False) == (
         "still warming up after 57 s: 3 step(s), the first 27 s, then 8.7 s each. Steps this "
         "slow need a longer --trial-timeout (or --timeout) to settle, or a smaller batch")
+    # A DDP trial's ranks report no warm-up steps: no count to read, none claimed.
+    assert EventTail(path, None).stalled(compiling=False, counts_steps=False) == \
+        "still warming up after 57 s (step times had not settled)"
 
 
 def test_a_stalled_trial_counts_from_the_phase_it_entered_last(tmp_path: Path) -> None:
@@ -340,6 +343,33 @@ def test_a_trial_killed_diagnosing_keeps_its_measurement(tmp_path: Path,
     assert result.diagnosis_error.startswith("killed at the 25 s trial limit: still diagnosing")
     assert result.duration_seconds is not None and result.duration_seconds >= timeout
     assert TrialResult.load(tmp_path / "trial" / "result.json") == result
+
+
+def test_a_trial_that_ended_without_reporting_keeps_what_it_had_written(tmp_path: Path) -> None:
+    # Its whole result when it wrote one (killed while exiting), else its measurement (killed
+    # or died diagnosing), else the kill or crash itself.
+    from autotune.contract.phases import MEASURED
+    from autotune.study.execution.runner import _read_result
+
+    measured = TrialResult(status=Status.OK, throughput=10.0)
+    whole = measured.replace(throughput=11.0, diagnosis_error="")
+    (tmp_path / MEASURED).write_text(json.dumps(measured.to_dict()))
+
+    def read(returncode: int, outcome: Status | None) -> TrialResult:
+        return _read_result(tmp_path, returncode, outcome, 30.0, 25.0, "still diagnosing",
+                            windows=[10.0])
+
+    cut = read(-9, Status.TIMEOUT)
+    assert (cut.status, cut.throughput) == (Status.OK, 10.0)
+    assert cut.diagnosis_error == "killed at the 25 s trial limit: still diagnosing"
+    died = read(-9, None)  # the host's OOM killer during the loader probe
+    assert died.status is Status.OK and died.diagnosis_error == "killed by SIGKILL"
+    whole.save(tmp_path / "result.json")
+    assert read(-9, Status.TIMEOUT).throughput == 11.0
+    (tmp_path / "result.json").unlink()
+    (tmp_path / MEASURED).unlink()
+    assert read(-9, None).status is Status.CRASHED
+    assert read(-9, Status.TIMEOUT).status is Status.TIMEOUT
 
 
 _SEARCH_STANDIN = """
