@@ -153,7 +153,7 @@ def winner_phrases(winner: Winner) -> tuple[str, str]:
 def speedup_note(winner: Winner) -> str | None:
     """Why the ratio to the baseline is not confirmed (None when it is, or nothing was
     confirmed): the baseline's own runs disagree 2x or more, it has no fresh run, or the
-    winner's runs and its overlap."""
+    winner's runs do not beat its beyond their noise (`Decision.speedup_clear`)."""
     base = next((c for c in winner.confirmation or () if c.baseline), None)
     if not winner.confirmation or not winner.baseline:
         return None
@@ -163,7 +163,7 @@ def speedup_note(winner: Winner) -> str | None:
     if spread >= DISAGREE:
         return f"not confirmed: the baseline's own runs disagree {spread:.1f}x"
     d = winner.decision
-    if d is not None and d.speedup_interval and d.speedup_interval[0] <= 1.0:
+    if d is not None and not d.speedup_clear and d.speedup_interval:
         low, high = d.speedup_interval
         return (f"not confirmed: the winner's runs and the baseline's overlap ({low:.2f}-"
                 f"{high:.2f}x)")

@@ -17,8 +17,8 @@ from optuna.trial import TrialState
 from autotune.contract.noise import SPREAD_WARNING
 from autotune.contract.result import TrialResult
 from autotune.contract.stats import relative_spread
-from autotune.study.confirmation.lead import (DISAGREE, EQUAL, disagreement, evidence,
-                                              ratio_interval, standing)
+from autotune.study.confirmation.lead import (DISAGREE, EQUAL, clearly_ahead, disagreement,
+                                              evidence, ratio_interval, standing)
 from autotune.study.store.records import CONFIRM, WINNER, TrialRecord
 from autotune.study.store.study_attrs import ConfirmationEntry
 
@@ -61,14 +61,17 @@ class Decision:
     """The baseline's fastest run over its slowest (its search rate counted when run once)."""
     speedup_interval: tuple[float, float] | None = None
     """The winner's slowest run over the baseline's fastest, and its fastest over their slowest."""
+    speedup_clear: bool = True
+    """The winner's runs beat the baseline's beyond their noise (`lead.clearly_ahead`, as a lead
+    is judged), when both were run; a search rate counts for a config run once fresh."""
 
     @property
     def speedup_confirmed(self) -> bool:
         """A ratio to the baseline stands only when the baseline's runs agree with each other
-        and the winner's slowest run beats the baseline's fastest (runs that overlap leave the
-        gain unshown, a tie's 1.21x over runs 0.97-1.22x apart)."""
+        and the winner's beat them beyond their noise (a tie's 1.21x over runs 0.97-1.22x
+        apart, one baseline run above the winner's, did not)."""
         return (self.baseline_spread is not None and self.baseline_spread < DISAGREE
-                and (self.speedup_interval is None or self.speedup_interval[0] > 1.0))
+                and self.speedup_clear)
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -212,6 +215,7 @@ def decide(entries: Sequence[ConfirmationEntry], by_number: dict[int, TrialRecor
         baseline_spread=base_spread,
         speedup_interval=(min(mine) / max(base_runs), max(mine) / min(base_runs))
         if base_runs and base is not chosen and min(base_runs) > 0 else None,
+        speedup_clear=not base_runs or base is chosen or clearly_ahead(mine, base_runs),
     )
 
 
