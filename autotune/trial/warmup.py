@@ -147,7 +147,7 @@ def warm_up(
     wall_times: list[float] = []
     items: list[float] = []
     settled = False
-    # Each step since step times settled (the drain): its batches, wall and data-wait seconds.
+    # Each step since step times settled (the drain): its batches, wall and compute seconds.
     waits: list[tuple[int, float, float]] = []
     steps = 0
     storm = _Storm(compiled_seconds if gather is None else None)
@@ -163,7 +163,7 @@ def warm_up(
         if steps == 1 and on_first_step is not None:
             on_first_step(wall_times[0])
         if settled:
-            waits.append((s.grad_accum, wall, wall - compute))
+            waits.append((s.grad_accum, wall, compute))
         elif t.vary:
             settled = steps > 2 * RATE_STEPS and steps >= s.min_warmup_steps and \
                 _rates_settled(items, compute_times, s.settle_ratio)
@@ -172,7 +172,8 @@ def warm_up(
         if settled and (sum(n for n, _, _ in waits) >= s.prefetch_batches
                         or _behind(waits, s.num_workers)):
             break  # drained, or a round of the workers waited for: nothing queued is left
-    kept_up = bool(waits) and sum(d for _, _, d in waits) <= KEPT_UP * sum(w for _, w, _ in waits)
+    kept_up = bool(waits) and sum(w - c for _, w, c in waits) <= KEPT_UP * sum(
+        w for _, w, _ in waits)
     steady = statistics.median(compute_times[-2:])
     if skip is not None and s.prefetch_batches:
         steps += _empty_queue(step, skip, s, steady=steady, kept_up=kept_up, sync=sync,
@@ -184,16 +185,20 @@ def warm_up(
 
 def _behind(waits: Sequence[tuple[int, float, float]], workers: int) -> bool:
     """Whether the last round of the workers' batches (`waits`: each step's batches, wall and
-    data-wait seconds) waited for data more than KEPT_UP of its time: a queue still holding
-    what it made earlier hands batches over without a wait, however its workers deliver. A
-    held-out MobileNetV3 at batch 768, 15 workers with 4 batches each in flight, 3.5 s of a
-    worker's time a batch (H200, 2026-11-28): draining all 60 at the loader's pace was still
-    going when the search's end cut the trial after 33 s; with this, 15.7 s."""
-    batches = wall = wait = 0.0
-    for n, w, d in reversed(waits):
-        batches, wall, wait = batches + n, wall + w, wait + d
+    compute seconds) waited for data more than KEPT_UP of its time in pulls that blocked: a
+    queue still holding what it made earlier hands batches over without blocking, however its
+    workers deliver. A pull counts as blocked as `_empty_queue` counts it (a batch's handover,
+    unpickled in this process, costs every step a little). A held-out MobileNetV3 at batch 768,
+    15 workers with 4 batches each in flight, 3.5 s of a worker's time a batch (H200,
+    2026-11-28): draining all 60 at the loader's pace was still going when the search's end cut
+    the trial after 33 s; with this, 15.7 s."""
+    batches = wall = blocked = 0.0
+    for n, w, c in reversed(waits):
+        wait = w - c
+        batches, wall = batches + n, wall + w
+        blocked += wait if wait > max(QUEUE_EMPTY_WAIT, c / n / 4) else 0.0
         if batches >= max(1, workers):
-            return wait > KEPT_UP * wall
+            return blocked > KEPT_UP * wall
     return False
 
 

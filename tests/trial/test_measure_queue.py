@@ -139,6 +139,29 @@ def test_a_loader_behind_the_step_ends_the_drain_after_a_round_of_waits() -> Non
     assert m.throughput == pytest.approx(1 / (3.0 * COMPUTE), rel=0.01)
 
 
+class Handover(SimulatedLoader):
+    """Each pull costs the training process a little even from a full queue (unpickling the
+    batch, reading its shapes): a twentieth of the step's compute."""
+
+    def next_batch(self) -> tuple[None, int]:
+        out = super().next_batch()
+        self.clock.now += COMPUTE / 20
+        return out
+
+
+def test_a_full_queue_is_drained_whatever_each_handover_costs() -> None:
+    # A review's case: 16 workers, 4 batches each, a loader 1.5x slower than the step, the
+    # queue filled during the compile. A handover cost counted as waiting ended the drain
+    # after 19 steps, though 64 batches were still queued.
+    clock = FakeClock()
+    loader = Handover(clock, workers=16, prefetch=4, batch_seconds=16 * 1.5 * COMPUTE)
+    settings = MeasureSettings(num_workers=16, prefetch_batches=64, window_seconds=1.0,
+                               budget_seconds=20.0)
+    m = measure(loader, sync=loader.sync, finite=lambda: True, clock=clock, settings=settings,
+                skip=None)
+    assert m.warmup_steps is not None and m.warmup_steps >= 64
+
+
 def test_skipping_ends_at_the_first_pull_that_blocks() -> None:
     clock = FakeClock()
     loader = SimulatedLoader(clock, workers=4, prefetch=2, batch_seconds=1.0)
