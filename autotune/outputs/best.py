@@ -186,7 +186,7 @@ def params_note(missing: Mapping[str, Sequence[Any]]) -> str | None:
 def conv_note(result: TrialResult | None, memory_formats: Sequence[str]) -> str | None:
     """One line when the model has convolutions and the space left the memory format out
     (`memory_formats`: the values it searched), else None."""
-    if result is None or not result.conv_weights or len(memory_formats) > 1:
+    if result is None or not result.conv_weights or "channels_last" in memory_formats:
         return None
     return (f"the model has {result.conv_weights} convolution weights and this space does not "
             "search memory_format: --space cnn adds channels_last and cuDNN's benchmark "

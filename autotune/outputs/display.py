@@ -100,13 +100,13 @@ class RichDisplay:
         self.configs: dict[int, str] = {}
         self._lock = threading.Lock()
         self.confirm_runs: dict[int, list[TrialResult]] = {}
+        """Each confirmed trial's fresh runs, to warn when they disagree."""
+        self.confirming = False
+        """Whether the confirmation was announced (`confirm_started`)."""
         self.memory_formats: Sequence[str] | None = None
         """The space's memory_format values (set by the CLI): the first trial that shows
         convolutions a space without channels_last leaves out says so at once, not after the
         search (`best.conv_note`)."""
-        self.confirming = False
-        """Whether the confirmation was announced (`confirm_started`)."""
-        """Each confirmed trial's fresh runs, to warn when they disagree."""
 
     def __rich__(self) -> Text:
         elapsed = _clock(time.monotonic() - self.start)
@@ -198,9 +198,12 @@ class RichDisplay:
         else:
             line.append(f"{config}  {result.reason}")
         self.console.print(line)
-        if self.memory_formats is not None and result.conv_weights:
-            note = conv_note(result, self.memory_formats)
-            self.memory_formats = None  # said once
+        with self._lock:  # trials on several GPUs end on their own threads: said once
+            formats, self.memory_formats = (
+                (self.memory_formats, None) if result.conv_weights else
+                (None, self.memory_formats))
+        if formats is not None:
+            note = conv_note(result, formats)
             if note is not None:
                 self.console.print(f"[bold yellow]note:[/] {note}")
 
@@ -231,7 +234,7 @@ class RichDisplay:
             self.console.print(f"[red]no trial ran ok[/] after {elapsed}; see the reasons above "
                                "and the logs under trials/<n>/log.txt")
             return
-        if self.confirming and not self.confirm_runs:  # announced, and not one run started
+        if self.confirming and not self.confirm_runs and not interrupted:  # none started
             self.console.print("  no fresh run started: the search's budget (--timeout) had too "
                                "little time left for one")
         speed, how = winner_phrases(winner)  # a ratio is never "confirmed" on runs that disagree

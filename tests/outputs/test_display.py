@@ -269,6 +269,11 @@ def test_a_confirmation_announced_with_no_run_says_the_budget_ended() -> None:
     ran.confirm_result(cand, TrialResult(status=Status.OK, throughput=15000.0))
     ran.finished(winner(1, 15000.0, None))
     assert "no fresh run started" not in printed(ran)
+    # Stopped by Ctrl-C before a run ended: the interruption, not the budget.
+    stopped = RichDisplay(console())
+    stopped.confirm_started([cand], 2)
+    stopped.finished(winner(1, 15400.0, None), interrupted=True)
+    assert "no fresh run started" not in printed(stopped)
 
 
 def test_a_cnn_in_a_space_without_channels_last_is_told_at_its_first_trial() -> None:
@@ -286,6 +291,10 @@ def test_a_cnn_in_a_space_without_channels_last_is_told_at_its_first_trial() -> 
     searched = RichDisplay(console())
     searched.memory_formats = ("contiguous", "channels_last")
     searched.trial_finished(0, convs, None)
+    only = RichDisplay(console())  # a space that holds channels_last alone searches it
+    only.memory_formats = ("channels_last",)
+    only.trial_finished(0, convs, None)
+    assert "note:" not in printed(only)
     plain = RichDisplay(console())
     plain.memory_formats = ("contiguous",)
     plain.trial_finished(0, TrialResult(status=Status.OK, throughput=1.0, conv_weights=0), None)
