@@ -216,12 +216,12 @@ def _read_result(
                                    duration_seconds=duration)
     if returncode < 0:
         reason = f"killed by {signal.Signals(-returncode).name}"
+    elif (trial_dir / "result.json").is_file():  # the usual end: read below, no log read
+        reason = ""
     else:
         reason = f"exited with code {returncode} without a result; last log line: {_last_line(log)}"
-    kept = _kept(trial_dir, log, duration, reason)
-    if kept is not None:
-        return kept
-    return TrialResult(status=Status.CRASHED, reason=reason, log=log, duration_seconds=duration)
+    return _kept(trial_dir, log, duration, reason) or TrialResult(
+        status=Status.CRASHED, reason=reason, log=log, duration_seconds=duration)
 
 
 def _kept(trial_dir: Path, log: str, duration: float, reason: str) -> TrialResult | None:
