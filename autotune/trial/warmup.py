@@ -196,10 +196,16 @@ def _behind(waits: Sequence[tuple[int, float, float]], workers: int) -> bool:
     for n, w, c in reversed(waits):
         wait = w - c
         batches, wall = batches + n, wall + w
-        blocked += wait if wait > max(QUEUE_EMPTY_WAIT, c / n / 4) else 0.0
+        blocked += wait if wait > _blocked_from(c / n) else 0.0
         if batches >= max(1, workers):
             return blocked > KEPT_UP * wall
     return False
+
+
+def _blocked_from(batch_compute: float) -> float:
+    """Seconds a pull must wait to count as blocked (the queue had nothing ready), for batches
+    whose compute takes `batch_compute`: the larger of QUEUE_EMPTY_WAIT and a quarter of it."""
+    return max(QUEUE_EMPTY_WAIT, batch_compute / 4)
 
 
 def _empty_queue(step: Step, skip: Skip, s: MeasureSettings, *, steady: float, kept_up: bool,
@@ -207,7 +213,7 @@ def _empty_queue(step: Step, skip: Skip, s: MeasureSettings, *, steady: float, k
                  gather: Gather | None) -> int:
     """Drop what the loader's queue holds (`skip`), then, unless the loader fell behind, step
     until one did not wait for the workers' new batches: the steps run (`warm_up` says why)."""
-    skip(max(QUEUE_EMPTY_WAIT, steady / s.grad_accum / 4), 2 * s.prefetch_batches + s.num_workers)
+    skip(_blocked_from(steady / s.grad_accum), 2 * s.prefetch_batches + s.num_workers)
     steps = 0
     for _ in range(math.ceil(s.num_workers / s.grad_accum) + 1 if kept_up else 0):
         t = _timed(step, sync, clock, gather)  # goes on while any rank waited

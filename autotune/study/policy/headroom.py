@@ -45,7 +45,16 @@ def loader_alone(record: TrialRecord) -> float | None:
     """The loader-alone rate of a trial diagnosed input-bound (else None, as for a probe below
     what the loader fed end to end: `contradicted`)."""
     diagnosis = record.result.diagnosis if record.result is not None else None
-    if diagnosis is None or diagnosis.verdict is not Verdict.INPUT or contradicted(
+    if diagnosis is None or diagnosis.verdict is not Verdict.INPUT:
+        return None
+    return _believed_loader(record)
+
+
+def _believed_loader(record: TrialRecord) -> float | None:
+    """The trial's loader-alone rate, whatever its verdict, unless its probe read below what
+    the loader fed end to end (`contradicted`) or is missing."""
+    diagnosis = record.result.diagnosis if record.result is not None else None
+    if diagnosis is None or not diagnosis.loader_rate or contradicted(
             throughput=diagnosis.throughput, loader_rate=diagnosis.loader_rate,
             compute_rate=None)[0]:
         return None
@@ -88,10 +97,7 @@ def below_loader(record: TrialRecord) -> bool:
 def loader_near(record: TrialRecord) -> bool:
     """Whether `record`'s loader alone ran within LOADER_NEAR x its step's rate (a probe to
     trust: never below what the loader fed end to end), whatever its verdict."""
+    loader = _believed_loader(record)
     diagnosis = record.result.diagnosis if record.result is not None else None
-    if diagnosis is None or not diagnosis.loader_rate or not diagnosis.throughput:
-        return False
-    if contradicted(throughput=diagnosis.throughput, loader_rate=diagnosis.loader_rate,
-                    compute_rate=None)[0]:
-        return False
-    return diagnosis.loader_rate <= LOADER_NEAR * diagnosis.throughput
+    return bool(loader and diagnosis is not None and diagnosis.throughput
+                and loader <= LOADER_NEAR * diagnosis.throughput)
