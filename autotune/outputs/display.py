@@ -198,12 +198,10 @@ class RichDisplay:
         else:
             line.append(f"{config}  {result.reason}")
         self.console.print(line)
-        with self._lock:  # trials on several GPUs end on their own threads: said once
-            formats, self.memory_formats = (
-                (self.memory_formats, None) if result.conv_weights else
-                (None, self.memory_formats))
-        if formats is not None:
-            note = conv_note(result, formats)
+        if result.conv_weights:
+            with self._lock:  # trials on several GPUs end on their own threads: said once
+                formats, self.memory_formats = self.memory_formats, None
+            note = None if formats is None else conv_note(result, formats)
             if note is not None:
                 self.console.print(f"[bold yellow]note:[/] {note}")
 

@@ -64,13 +64,13 @@ class SimulatedLoader:
         pass
 
 
-def measured(*, workers: int, prefetch: int, loader_per_step: float,
-             skip: bool) -> tuple[Measurement, float]:
+def measured(*, workers: int, prefetch: int, loader_per_step: float, skip: bool,
+             loader_type: type[SimulatedLoader] = SimulatedLoader) -> tuple[Measurement, float]:
     """Measure a step whose loader makes a batch in `loader_per_step` x the step's compute
     time (all workers together); return the measurement and the steady rate of training."""
     clock = FakeClock()
-    loader = SimulatedLoader(clock, workers=workers, prefetch=prefetch,
-                             batch_seconds=workers * loader_per_step * COMPUTE)
+    loader = loader_type(clock, workers=workers, prefetch=prefetch,
+                         batch_seconds=workers * loader_per_step * COMPUTE)
     settings = MeasureSettings(num_workers=workers, prefetch_batches=workers * prefetch,
                                window_seconds=1.0, budget_seconds=20.0)
     m = measure(loader, sync=loader.sync, finite=lambda: True, clock=clock, settings=settings,
@@ -129,14 +129,11 @@ def test_a_loader_behind_the_step_ends_the_drain_after_a_round_of_waits() -> Non
     # flight, 3x slower than the step. Draining all 60 at the loader's pace outlasted the
     # trial; once a round of the workers' batches in a row was waited for, nothing queued is
     # left to drain.
-    clock = FakeClock()
-    loader = Uncompiled(clock, workers=15, prefetch=4, batch_seconds=15 * 3.0 * COMPUTE)
-    settings = MeasureSettings(num_workers=15, prefetch_batches=60, window_seconds=1.0,
-                               budget_seconds=20.0)
-    m = measure(loader, sync=loader.sync, finite=lambda: True, clock=clock, settings=settings,
-                skip=loader.skip_queued)
-    assert m.warmup_steps is not None and m.warmup_steps < settings.min_warmup_steps + 15 + 15
-    assert m.throughput == pytest.approx(1 / (3.0 * COMPUTE), rel=0.01)
+    m, steady = measured(workers=15, prefetch=4, loader_per_step=3.0, skip=True,
+                         loader_type=Uncompiled)
+    assert m.warmup_steps is not None
+    assert m.warmup_steps < MeasureSettings().min_warmup_steps + 15 + 15
+    assert m.throughput == pytest.approx(steady, rel=0.01)  # 1 / (3 x the step's compute)
 
 
 class Handover(SimulatedLoader):
@@ -153,12 +150,8 @@ def test_a_full_queue_is_drained_whatever_each_handover_costs() -> None:
     # A review's case: 16 workers, 4 batches each, a loader 1.5x slower than the step, the
     # queue filled during the compile. A handover cost counted as waiting ended the drain
     # after 19 steps, though 64 batches were still queued.
-    clock = FakeClock()
-    loader = Handover(clock, workers=16, prefetch=4, batch_seconds=16 * 1.5 * COMPUTE)
-    settings = MeasureSettings(num_workers=16, prefetch_batches=64, window_seconds=1.0,
-                               budget_seconds=20.0)
-    m = measure(loader, sync=loader.sync, finite=lambda: True, clock=clock, settings=settings,
-                skip=None)
+    m, _ = measured(workers=16, prefetch=4, loader_per_step=1.5, skip=False,
+                    loader_type=Handover)
     assert m.warmup_steps is not None and m.warmup_steps >= 64
 
 
