@@ -1,5 +1,5 @@
 """One search trial per config, in a fresh process as a search runs it: its warm-up steps and
-seconds, each phase's seconds, and its rate.
+seconds, each phase's seconds, its rate and its diagnosis (the loader-alone rate, the verdict).
 
     python3 benchmarks/measurement/trial_probe.py --adapter adapters/x.py a.yaml b.yaml
 
@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"config": str(path), "describe": config.describe(),
                           "status": r.status.value, "reason": r.reason,
                           "throughput": r.throughput, "spread": r.spread,
+                          "loader_rate": r.diagnosis.loader_rate if r.diagnosis else None,
+                          "verdict": r.diagnosis.verdict.value if r.diagnosis else None,
                           "warmup_steps": r.warmup_steps, "warmup_seconds": r.warmup_seconds,
                           "phases": {k: round(v, 2) for k, v in r.phases.items()}}), flush=True)
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from autotune.trial.diagnose import (
     HANDOVER,
     HEAVY_DATA_WAIT,
     INPUT_MARGIN,
+    LOADER_MAX,
     MIN_DATA_WAIT,
     MIN_GPU_BUSY,
     classify,
@@ -354,9 +356,9 @@ def test_loader_rate_drains_the_prefetched_batches_first() -> None:
                                                   prefetch_factor=3), queued=6)
     rate = loader_rate(step, prefetch_batches=6, seconds=0.5, clock=clock)  # type: ignore[arg-type]
     assert rate == ITEMS / FAST  # exactly the steady rate
-    # The queue, the pull that blocked (the queue was empty), then a few rounds of both
-    # workers (at least 8).
-    assert step.batches == 6 + 1 + 8
+    # The queue, the pull that blocked (the queue was empty), the one the clock starts at, then
+    # a few rounds of both workers (at least 8).
+    assert step.batches == 6 + 1 + 1 + 8
 
 
 def test_skipping_the_queue_of_a_slow_loader_stops_after_seconds() -> None:
@@ -364,9 +366,10 @@ def test_skipping_the_queue_of_a_slow_loader_stops_after_seconds() -> None:
     # 64 batches queued ahead, each 1 s to load: skipping them all would take a minute.
     step = ScriptedStep(clock, config=TrainConfig(batch_size=ITEMS), batch_seconds=1.0)
     rate = loader_rate(step, prefetch_batches=64, seconds=2.5, clock=clock)  # type: ignore[arg-type]
-    # 3 skipped within 2.5 s, one more that blocked (the queue is empty), then 3 timed.
-    assert step.batches == 3 + 1 + 3
-    assert clock.now == 7.0
+    # 3 skipped within 2.5 s, one more that blocked (the queue is empty), the one the clock
+    # starts at, then 3 timed.
+    assert step.batches == 3 + 1 + 1 + 3
+    assert clock.now == 8.0
     assert rate == ITEMS / 1.0
 
 
@@ -390,8 +393,8 @@ def test_loader_rate_pulls_three_rounds_of_all_workers() -> None:
     step = ScriptedStep(clock, config=TrainConfig(batch_size=ITEMS, num_workers=8),
                         batch_seconds=1 / 16)
     rate = loader_rate(step, prefetch_batches=0, seconds=2.0, clock=clock)  # type: ignore[arg-type]
-    # 1 s would be 16 batches; 3 rounds of 8 workers need 24.
-    assert step.batches == 24
+    # 1 s would be 16 batches; 3 rounds of 8 workers need 24 (after the one the clock starts at).
+    assert step.batches == 1 + 24
     assert rate == ITEMS * 16
 
 
@@ -399,8 +402,55 @@ def test_loader_rate_stops_at_seconds() -> None:
     clock = FakeClock()
     step = ScriptedStep(clock, config=TrainConfig(batch_size=ITEMS), batch_seconds=1.0)
     loader_rate(step, prefetch_batches=0, seconds=2.5, clock=clock)  # type: ignore[arg-type]
-    assert step.batches == 3  # not the 8 batches it wants: a very slow loader is cut off
-    assert clock.now == 3.0
+    # The one the clock starts at, then 3, not the 8 it wants: a very slow loader is cut off.
+    assert step.batches == 1 + 3
+    assert clock.now == 4.0
+
+
+class BurstyStep(ScriptedStep):
+    """`workers` workers that finish their batches together every `period` s, the first time
+    at `first` s: the loader hands over `workers` batches at once, then none for a period."""
+
+    def __init__(self, clock: FakeClock, *, workers: int, period: float, first: float) -> None:
+        super().__init__(clock, config=TrainConfig(batch_size=ITEMS, num_workers=workers))
+        self.period, self.first = period, first
+
+    def made(self, t: float) -> int:
+        bursts = 0 if t < self.first else 1 + math.floor((t - self.first) / self.period + 1e-9)
+        return self.config.num_workers * bursts
+
+    def next_batch(self) -> tuple[Any, int]:
+        if self.made(self.clock.now) <= self.batches:  # none ready: wait for the next burst
+            k = self.batches // self.config.num_workers
+            self.clock.now = self.first + k * self.period
+        self.batches += 1
+        return (torch.zeros(ITEMS, 2),), ITEMS
+
+
+@pytest.mark.parametrize("first", [0.05, 0.3, 0.6])
+def test_loader_rate_of_workers_in_bursts_holds_at_any_phase(first: float) -> None:
+    # 15 workers, a batch each every 0.72 s: 20.8 batches/s, in bursts of 15. Timed from the
+    # start, not from a batch's arrival (the probe before 2026-11-28), a first burst at 0.3 s
+    # read 0.75x the rate and one at 0.6 s (2 batches in 0.6 s) 0.16x.
+    truth = ITEMS * 15 / 0.72
+    for throughput, rounds in ((None, 1), (truth, 3)):
+        clock = FakeClock()
+        step = BurstyStep(clock, workers=15, period=0.72, first=first)
+        rate = loader_rate(step, prefetch_batches=0, seconds=0.5, clock=clock,  # type: ignore[arg-type]
+                           throughput=throughput)
+        assert rate == pytest.approx(truth)
+        # Half a second is under a round; at the step's pace, three rounds are timed.
+        assert step.batches == 1 + 15 * rounds
+
+
+def test_loader_rate_stretches_to_the_rounds_no_further_than_loader_max() -> None:
+    clock = FakeClock()
+    # 8 workers, 1 s a batch: 3 rounds at the step's pace would take 24 s.
+    step = ScriptedStep(clock, config=TrainConfig(batch_size=ITEMS, num_workers=8),
+                        batch_seconds=1.0)
+    loader_rate(step, prefetch_batches=0, seconds=0.5, clock=clock,  # type: ignore[arg-type]
+                throughput=ITEMS / 1.0)
+    assert clock.now == 1.0 + LOADER_MAX
 
 
 @pytest.mark.parametrize("accum", [1, 2, 4])
