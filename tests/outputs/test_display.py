@@ -287,7 +287,7 @@ def test_a_cnn_in_a_space_without_channels_last_is_told_at_its_first_trial() -> 
     display.trial_finished(1, convs, None)
     text = printed(display)
     assert text.count("note: the model has 62 convolution weights and this space does not "
-                      "search memory_format: --space cnn") == 1
+                      "search memory_format: the default space does") == 1
     searched = RichDisplay(console())
     searched.memory_formats = ("contiguous", "channels_last")
     searched.trial_finished(0, convs, None)

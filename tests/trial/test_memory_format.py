@@ -128,7 +128,7 @@ def test_the_step_counts_the_models_convolution_weights(tiny_adapter: Path, tmp_
 
     convs = TrialResult(status=Status.OK, throughput=1.0, conv_weights=2)
     note = conv_note(convs, ("contiguous",))
-    assert note is not None and "2 convolution weights" in note and "--space cnn" in note
+    assert note is not None and "2 convolution weights" in note and "the default space does" in note
     assert conv_note(convs, ("contiguous", "channels_last")) is None  # searched already
     assert conv_note(TrialResult(status=Status.OK, throughput=1.0, conv_weights=0), ("contiguous",)) is None
     assert conv_note(None, ("contiguous",)) is None

@@ -102,7 +102,8 @@ def test_builtin_spaces_load(repo_root: Path) -> None:
     cpu = load_space(find_space("cpu"), adapter=Plain, device_type="cpu", cpus=2)
     assert "compile" in {k.name for k in cpu.knobs}
     default = load_space(find_space("default"), adapter=Plain, device_type="cuda", cpus=2)
-    assert {k.name for k in default.knobs} >= {"pin_memory", "expandable_segments", "checkpoint"}
+    assert {k.name for k in default.knobs} >= {"pin_memory", "expandable_segments", "checkpoint",
+                                               "memory_format", "cudnn_benchmark"}
     assert find_space("cpu").resolve() == (repo_root / "search_spaces" / "cpu.yaml").resolve()
 
 
