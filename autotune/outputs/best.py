@@ -43,7 +43,7 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
     assert config is not None and result is not None  # a winner ran ok
     unit = info.unit if info else result.unit
     fp = fingerprint or Fingerprint()
-    how = ("median of the confirmation runs" if winner.confirmation
+    how = ("median of the confirmation runs" if winner.decision and winner.decision.runs
            else "the search trial's median window")
     return {
         "config": {k: v for k, v in config.to_dict().items() if k != "params"},

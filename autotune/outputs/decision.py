@@ -8,7 +8,7 @@ from typing import Any
 from autotune.contract.fmt import human, rounded
 from autotune.contract.noise import SPREAD_WARNING, spread_warning
 from autotune.study.confirmation.lead import DISAGREE, disagreement, evidence, standing
-from autotune.study.confirmation.winner import Winner
+from autotune.study.confirmation.winner import BASELINE_KEPT, Winner
 
 __all__ = ["decision_block", "decision_note", "speedup_note", "spread_warnings", "winner_phrases"]
 
@@ -93,6 +93,13 @@ def decision_note(winner: Winner) -> str:
                 "it may be faster")
     if d.verdict == "too few runs":
         return f"ahead, but the budget allowed {d.runs} fresh run(s) of it"
+    if d.verdict == BASELINE_KEPT:
+        lead = next((c for c in winner.confirmation or () if c.trial == d.runner_up), None)
+        fresh = f" ({human(lead.median)})" if lead is not None and lead.median else ""
+        return (f"the fresh runs of the leader, trial {d.runner_up}{fresh}, read below the "
+                f"baseline's {human(winner.throughput)} in the search, and the budget left the "
+                "baseline no fresh run: nothing shows a config faster than the defaults, which "
+                "are kept (a longer --timeout runs both again)")
     return _only_one_note(winner)
 
 
@@ -155,7 +162,7 @@ def speedup_note(winner: Winner) -> str | None:
     confirmed): the baseline's own runs disagree 2x or more, it has no fresh run, or the
     winner's runs do not beat its beyond their noise (`Decision.speedup_clear`)."""
     base = next((c for c in winner.confirmation or () if c.baseline), None)
-    if not winner.confirmation or not winner.baseline:
+    if not winner.confirmation or not winner.baseline or winner.record.baseline:
         return None
     if base is None or not base.throughputs:
         return "not confirmed: the baseline has no fresh run"

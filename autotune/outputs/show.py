@@ -133,7 +133,7 @@ def winner_line(winner: Winner, unit: str) -> str:
     where = (f"trial {winner.record.number} (confirmed, recorded in the study as trial "
              f"{winner.study_trial})" if winner.confirmation and winner.study_trial is not None
              else f"trial {winner.record.number}")
-    how = (f"median of {d.runs} fresh run(s)" if d is not None and winner.confirmation
+    how = (f"median of {d.runs} fresh run(s)" if d is not None and d.runs
            else "one search measurement, not confirmed")
     speed, verdict = winner_phrases(winner)
     sure = f", {decision_note(winner)}" if d is not None else ""

@@ -247,8 +247,10 @@ def record_confirmation(study: optuna.Study, entries: list[ConfirmationEntry],
         return  # no run was ok: the search's fastest trial stays the answer
     entry = next(e for e in entries if e.trial == winner.record.number)
     searched = winner.record.result
+    how = (f"confirmed: median of {len(entry.throughputs)} fresh run(s)" if entry.throughputs
+           else "kept: the search's rate, no fresh run")
     result = (searched or TrialResult(status=Status.OK)).replace(
         throughput=winner.throughput, spread=entry.spread,
-        reason=f"confirmed: median of {len(entry.throughputs)} fresh run(s) of trial "
-               f"{entry.trial}, {winner.decision.verdict}, confidence {winner.decision.confidence}")
+        reason=f"{how} of trial {entry.trial}, {winner.decision.verdict}, confidence "
+               f"{winner.decision.confidence}")
     records.add_winner(study, entry.trial, result, winner.decision.to_dict())

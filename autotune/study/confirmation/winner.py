@@ -17,13 +17,17 @@ from optuna.trial import TrialState
 from autotune.contract.noise import SPREAD_WARNING
 from autotune.contract.result import TrialResult
 from autotune.contract.stats import relative_spread
-from autotune.study.confirmation.lead import (DISAGREE, EQUAL, clearly_ahead, disagreement,
-                                              evidence, ratio_interval, standing)
+from autotune.study.confirmation.lead import (DISAGREE, EQUAL, UNRUN_REACH, clearly_ahead,
+                                              disagreement, evidence, ratio_interval, standing)
 from autotune.study.store.records import CONFIRM, WINNER, TrialRecord
 from autotune.study.store.study_attrs import ConfirmationEntry
 
-__all__ = ["Decision", "Winner", "best_and_baseline", "cheapest", "confirmation_runs", "decide",
-           "pick_winner"]
+__all__ = ["BASELINE_KEPT", "Decision", "Winner", "best_and_baseline", "cheapest",
+           "confirmation_runs", "decide", "pick_winner"]
+
+BASELINE_KEPT = "baseline kept"
+"""The verdict where the leader's fresh runs fell below the baseline's search rate and the
+baseline got no fresh run (`_defaults_stand`): the defaults are handed back."""
 
 # Peak memory within this fraction of the smallest counts as the same (host RSS and the caching
 # allocator's reserve move by a few percent between runs of one config).
@@ -39,7 +43,8 @@ class Decision:
     faster than the leader (`lead.not_faster`), its own runs agree within `SPREAD_WARNING` and
     the baseline's within 2x; else "low"."""
     verdict: str
-    """"clear lead", "tie within noise", "too few runs" or "only one config confirmed"."""
+    """"clear lead", "tie within noise", "too few runs", "only one config confirmed" or
+    "baseline kept" (`BASELINE_KEPT`)."""
     runs: int
     """Fresh runs of the winner that were ok."""
     runner_up: int | None = None
@@ -126,7 +131,8 @@ def pick_winner(records: Sequence[TrialRecord],
             base = next((c.median for c in confirmation if c.baseline and c.median), baseline)
             mark = max((r for r in records if r.role == WINNER and r.confirms == chosen.trial),
                        key=lambda r: r.number, default=None)
-            return Winner(by_number[chosen.trial], chosen.median or 0.0, base, confirmation,
+            return Winner(by_number[chosen.trial], chosen.median or chosen.search_throughput,
+                          base, confirmation,
                           decision, mark.number if mark else None, mark.value if mark else None,
                           confirmation_runs(records, confirmation))
     if best is None:
@@ -186,6 +192,9 @@ def decide(entries: Sequence[ConfirmationEntry], by_number: dict[int, TrialRecor
                 * (1 - reach)]
         chosen = cheapest(near, by_number)
     base = next((e for e in entries if e.baseline), None)
+    if _defaults_stand(chosen, base):
+        assert base is not None  # for the type checker: _defaults_stand said so
+        chosen, verdict, tied = base, BASELINE_KEPT, ()
     base_runs = evidence(base) if base is not None and base.throughputs else ()
     spread = disagreement(chosen.throughputs)
     base_spread = disagreement(base_runs) if base_runs and base is not chosen else None
@@ -204,8 +213,8 @@ def decide(entries: Sequence[ConfirmationEntry], by_number: dict[int, TrialRecor
         verdict=verdict,
         runs=len(chosen.throughputs),
         runner_up=runner.trial if runner is not None else None,
-        ratio=(chosen.median or 0.0) / runner.median if runner is not None and runner.median
-        else None,
+        ratio=(chosen.median or chosen.search_throughput) / runner.median
+        if runner is not None and runner.median else None,
         interval=ratio_interval(mine, evidence(runner)) if runner is not None else None,
         runner_up_runs=len(runner.throughputs) if runner is not None else 0,
         tied=tied,
@@ -217,6 +226,17 @@ def decide(entries: Sequence[ConfirmationEntry], by_number: dict[int, TrialRecor
         if base_runs and base is not chosen and min(base_runs) > 0 else None,
         speedup_clear=not base_runs or base is chosen or clearly_ahead(mine, base_runs),
     )
+
+
+def _defaults_stand(chosen: ConfirmationEntry, base: ConfirmationEntry | None) -> bool:
+    """Whether the baseline, which the budget left no fresh run, read more in the search than
+    `chosen`'s fresh median by more than `lead.UNRUN_REACH` (what a search rate may stand above
+    a fresh one): nothing then shows `chosen` faster than the defaults. On a 2-CPU VM shared
+    with another search (2026-11-28) a compiled config ran 1.45k tokens/s fresh against the
+    baseline's 17.2k in the search, and best.yaml handed it back at 0.08x the baseline."""
+    return (base is not None and chosen is not base and not base.throughputs
+            and base.search_throughput > 0 and chosen.median is not None
+            and chosen.median < base.search_throughput * (1 - UNRUN_REACH))
 
 
 def cheapest(pool: Sequence[ConfirmationEntry], by_number: dict[int, TrialRecord]

@@ -12,7 +12,8 @@ from optuna.trial import TrialState
 
 from autotune import TrainConfig
 from autotune.outputs.decision import decision_note, winner_phrases
-from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
+from autotune.study.confirmation.winner import (BASELINE_KEPT, Winner, best_and_baseline,
+                                                pick_winner)
 from autotune.study.store.records import TrialRecord
 from autotune.study.store.study_attrs import ConfirmationEntry
 
@@ -263,6 +264,31 @@ def test_a_lone_confirmed_config_says_why_the_others_were_not_compared() -> None
     assert winner is not None
     assert decision_note(winner) == ("the fresh runs of trial 4 were cut short (the budget's "
                                      "end, or a stop)")
+
+
+def test_a_leader_run_fresh_below_the_unrun_baselines_search_rate_keeps_the_defaults() -> None:
+    # A 2-CPU VM shared with another search (2026-11-28): the compiled leader ran 1.45k fresh
+    # against its search's 18k, the baseline (17.2k in the search) got no fresh run, and
+    # best.yaml handed the leader back at 0.08x the baseline.
+    recs = [run(0, baseline=True, value=17_200.0),
+            run(4, batch_size=32, compile="default", value=18_000.0)]
+    unrun = ConfirmationEntry(trial=0, baseline=True, search_throughput=17_200.0,
+                              throughputs=(), median=None, spread=None, statuses=())
+    winner = pick_winner(recs, [runs(4, 1_450.0, search=18_000.0), unrun])
+    assert winner is not None and winner.decision is not None
+    assert winner.record.number == 0 and winner.throughput == 17_200.0
+    assert winner.speedup == pytest.approx(1.0)
+    assert (winner.decision.verdict, winner.decision.confidence) == (BASELINE_KEPT, "low")
+    assert winner.decision.runs == 0 and winner.decision.runner_up == 4
+    assert decision_note(winner).startswith(
+        "the fresh runs of the leader, trial 4 (1.45k), read below the baseline's 17.2k in the "
+        "search, and the budget left the baseline no fresh run")
+    assert winner_phrases(winner) == (", 1.00x the baseline", " (confidence low: baseline kept)")
+    # A fresh run within UNRUN_REACH of the baseline's search rate is no such evidence: the
+    # leader stays, its ratio unconfirmed.
+    winner = pick_winner(recs, [runs(4, 16_000.0, search=18_000.0), unrun])
+    assert winner is not None and winner.record.number == 4
+    assert winner.decision is not None and winner.decision.verdict == "only one config confirmed"
 
 
 def test_one_fresh_run_is_too_few_for_high_confidence() -> None:
