@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from autotune.contract.fmt import human, rounded
-from autotune.contract.noise import SPREAD_WARNING, spread_warning
+from autotune.contract.noise import SPREAD_WARNING, likely_cause, spread_warning
 from autotune.study.confirmation.lead import DISAGREE, disagreement, evidence, standing
 from autotune.study.confirmation.winner import BASELINE_KEPT, Winner
 
@@ -60,9 +60,11 @@ def spread_warnings(winner: Winner, unit: str) -> list[str]:
         runs = evidence(c)
         if text is None and disagreement(runs) >= DISAGREE:
             with_search = " counting its search trial" if len(c.throughputs) < 2 else ""
+            cause = likely_cause(results)  # measured during its fresh run(s)
+            why = (f"likely cause: {cause}" if cause else
+                   "something besides the config changed the rate between runs")
             text = (f"runs disagree by {disagreement(runs):.3g}x ({human(min(runs))} to "
-                    f"{human(max(runs))} {unit}/s{with_search}): something besides the config "
-                    "changed the rate between runs")
+                    f"{human(max(runs))} {unit}/s{with_search}): {why}")
         if text is not None:
             out.append(f"trial {c.trial}: {text}")
     return out

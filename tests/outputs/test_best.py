@@ -3,6 +3,7 @@ where it was measured; plain YAML that `autotune.load_config` reads back."""
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,10 @@ import pytest
 import yaml
 from helpers import stored_trial
 
-from autotune import Fingerprint, TrainConfig, load_config
+from autotune import Fingerprint, Noise, Status, TrainConfig, TrialResult, load_config
+from autotune.contract.noise import OtherProcess
 from autotune.outputs.best import best_document, yaml_header
+from autotune.outputs.decision import spread_warnings
 from autotune.study.confirmation.winner import Winner, pick_winner
 from autotune.study.search import SearchSettings
 from autotune.study.store.records import TrialRecord
@@ -227,6 +230,31 @@ def test_runs_that_contradict_each_other_say_so(tmp_path: Path) -> None:
     assert "not confirmed: the baseline's own runs disagree 50.9x" in header.splitlines()[0]
     assert "confidence low: tie within noise" in header.splitlines()[0]
     assert yaml.safe_load(header + yaml.safe_dump(doc, sort_keys=False)) == doc
+
+
+def test_a_config_run_once_fresh_names_the_cause_measured_during_that_run(tmp_path: Path
+                                                                           ) -> None:
+    # A 2-CPU VM shared with another search (2026-11-28): the baseline read 736 images/s in the
+    # search and 18.2 fresh while another process took a CPU; the warning said only that
+    # "something besides the config" changed the rate, though the run had measured what.
+    recs = [stored_trial(0, value=736.0, attrs={"config": TrainConfig(batch_size=8).to_dict(),
+                                                "result": {"status": "ok", "throughput": 736.0},
+                                                "role": "baseline"}),
+            measured(4, config=TrainConfig(batch_size=16))]
+    winner = pick_winner(recs, [entry(4, 560.0, 570.0, search=1070.0),
+                                entry(0, 18.2, search=736.0, baseline=True)])
+    assert winner is not None
+    busy = Noise(seconds=21.1, cpus=2, other_cpu_seconds=21.2,
+                 busiest=(OtherProcess(name="python3", pid=26088, cpu_seconds=20.0),))
+    run = TrialResult(status=Status.OK, throughput=18.2, noise=busy)
+    warnings = spread_warnings(dataclasses.replace(winner, runs={0: (run,)}), "images")
+    assert warnings == ["trial 0: runs disagree by 40.4x (18.2 to 736 images/s counting its "
+                        "search trial): likely cause: other processes kept 1.0 of the trial's 2 "
+                        "CPUs busy (busiest: python3 (pid 26088) 0.9)"]
+    # Nothing measured: the cause is not guessed.
+    quiet = dataclasses.replace(run, noise=None)
+    warnings = spread_warnings(dataclasses.replace(winner, runs={0: (quiet,)}), "images")
+    assert warnings[0].endswith("something besides the config changed the rate between runs")
 
 
 def test_an_unconfirmed_run_names_optunas_best_trial_when_it_is_another(tmp_path: Path) -> None:
