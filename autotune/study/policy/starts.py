@@ -16,7 +16,6 @@ from optuna.trial import TrialState
 
 from autotune.adapter import Adapter
 from autotune.contract.config import TrainConfig
-from autotune.contract.request import known_incompatible
 from autotune.contract.result import Status, Verdict
 from autotune.study.policy.graphs import many_shapes
 from autotune.study.policy.headroom import below_loader, compile_may_pay, loader_near
@@ -77,10 +76,10 @@ def unmeasured(space: SearchSpace, new: Callable[[TrainConfig], bool], *, seed: 
 
 def initial_starts(space: SearchSpace, adapter: type[Adapter], *, device: str, cpus: int) -> list[Start]:
     starts = [(records.BASELINE, space.baseline)]
-    # The recipe as near as the space allows (a space without pinning gets it unpinned); on a
-    # GPU eager: a compile costs tens of seconds, and it comes once the eager trials lead.
-    recipe = hand_recipe(adapter, device=device, cpus=cpus)
-    recipe = space.project(recipe.replace(compile="none") if device == "cuda" else recipe)
+    # The recipe as near as the space allows (a space without pinning gets it unpinned),
+    # eager: a compile costs tens of seconds (a minute and a half on a busy 2-CPU VM, of a
+    # 150-s search), and it comes once the eager trials lead.
+    recipe = space.project(hand_recipe(adapter, device=device, cpus=cpus).replace(compile="none"))
     if space.holds(recipe) and recipe != space.baseline:
         starts.append((records.RECIPE, recipe))
     return starts
@@ -88,34 +87,25 @@ def initial_starts(space: SearchSpace, adapter: type[Adapter], *, device: str, c
 
 def diagnosed_recipe(space: SearchSpace, recipe: TrainConfig, baseline: TrialRecord, *,
                      device: str, cpus: int | None = None) -> TrainConfig:
-    """The hand recipe as the baseline's diagnosis points it: the free cores loading, eager,
-    when the baseline is input-bound (with the baseline's dtype on a GPU: no dtype trial while
-    the loader is the limit); the largest batch when it is compute-bound (the device is used better
-    the more it is given) or overhead-bound (a launch-bound step takes about as long at any
-    batch), with CUDA graphs when overhead-bound and compiled (on a GPU the recipe is eager:
-    they come once the eager trials lead). Each is a step the ladder would take
-    after the recipe anyway, and each step skipped is a trial saved, a cold compile where the
-    batch changes (GPT-2 on an H100: 34-42 s). A batch that does not fit is halved back from
-    there (`_bisect`). Unchanged when the baseline was not diagnosed."""
+    """The hand recipe (eager, `initial_starts`) as the baseline's diagnosis points it: the free
+    cores loading when the baseline is input-bound (with the baseline's dtype on a GPU: no dtype
+    trial while the loader is the limit); the largest batch when it is compute-bound (the device
+    is used better the more it is given) or overhead-bound (a launch-bound step takes about as
+    long at any batch; CUDA graphs come once the eager trials lead). Each is a step the ladder
+    would take after the recipe anyway, and each step skipped is a trial saved. A batch that
+    does not fit is halved back from there (`_bisect`). Unchanged when the baseline was not
+    diagnosed."""
     verdict = baseline.verdict
     if verdict is Verdict.INPUT:
         workers = free_workers(space, cpus)
         dtype = space.baseline.amp_dtype if device == "cuda" else recipe.amp_dtype
-        # Eager: on a GPU the recipe is eager anyway (`initial_starts`); on a CPU a compile
-        # costs 20-30 s of a quick start's 140, on the cores the workers load on.
-        more = space.changed(recipe, num_workers=max(workers, recipe.num_workers), amp_dtype=dtype,
-                             compile="none")
+        more = space.changed(recipe, num_workers=max(workers, recipe.num_workers), amp_dtype=dtype)
         more = threads_beside(space, more, cpus) or more
         return more if space.holds(more) else recipe
     if verdict not in (Verdict.COMPUTE, Verdict.OVERHEAD):
         return recipe
     larger = [b for b in space.batch_sizes() if b > recipe.batch_size]
     tuned = space.with_batch(recipe, larger[-1]) if larger else recipe
-    if verdict is Verdict.OVERHEAD and device == "cuda" and recipe.compile != "none" \
-            and "reduce-overhead" in space.values("compile") and not many_shapes(baseline.result):
-        graphs = tuned.replace(compile="reduce-overhead")
-        if known_incompatible(graphs, device) is None and space.holds(graphs):
-            tuned = graphs
     return tuned if space.holds(tuned) else recipe
 
 

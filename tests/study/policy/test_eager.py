@@ -67,17 +67,19 @@ EAGER = TrainConfig(batch_size=64, num_workers=8, prefetch_factor=4, pin_memory=
                     persistent_workers=True, amp_dtype="bf16")
 
 
-# -- the recipe: eager on a GPU -------------------------------------------------------------------------
+# -- the recipe: eager ---------------------------------------------------------------------------------
 
 
-def test_on_a_gpu_the_recipe_is_eager_and_on_a_cpu_it_compiles() -> None:
+def test_the_recipe_is_eager_on_a_gpu_and_on_a_cpu() -> None:
     recipe = dict(initial_starts(space_of(GPU_SPACE), Eight, device="cuda", cpus=16))["recipe"]
     assert recipe == EAGER.replace(batch_size=8)
     cpu = {k: v for k, v in GPU_SPACE.items() if k != "pin_memory"}
     cpu["amp_dtype"] = {"choices": ["fp32", "bf16"]}
     cpu["compile"] = {"choices": ["none", "default"]}
     on_cpu = dict(initial_starts(space_of(cpu, device="cpu"), Eight, device="cpu", cpus=16))
-    assert on_cpu["recipe"].compile == "default"
+    # A held-out sequence model on a busy 2-CPU VM (2026-11-28): the compiled recipe took 126 of
+    # a 150-s search, 91 s of it compiling, and the search confirmed nothing.
+    assert on_cpu["recipe"].compile == "none" and on_cpu["recipe"].amp_dtype == "bf16"
 
 
 @pytest.mark.parametrize(("verdict", "expected"), [

@@ -37,6 +37,24 @@ def test_without_convolutions_the_convolution_knobs_are_held_where_the_space_var
     assert held([record(0)], lambda k: fixed[k]) == {"cudnn_benchmark": False}
 
 
+def test_once_no_compile_fits_compile_is_held_while_eager_leads() -> None:
+    # A held-out nn.TransformerEncoder (2-CPU VM, 2026-11-27): once one compile did not fit in
+    # what was left, TPE, told nothing by it, kept proposing compiled configs not run either.
+    values = {"compile": ("none", "default")}
+    eager = TrainConfig(batch_size=8)
+    compiled = eager.replace(batch_size=16, compile="default")
+
+    def ran(number: int, config: TrainConfig, rate: float) -> TrialRecord:
+        return TrialRecord(number=number, state=TrialState.COMPLETE, value=rate, config=config,
+                           result=TrialResult(status=Status.OK, throughput=rate))
+
+    leads = [ran(0, eager, 200.0), ran(1, compiled, 150.0)]
+    assert held(leads, lambda k: values[k], no_compile_fits=True) == {"compile": "none"}
+    assert held(leads, lambda k: values[k]) == {}  # a compile may still fit
+    behind = [ran(0, eager, 100.0), ran(1, compiled, 150.0)]  # the compiled best: not held
+    assert held(behind, lambda k: values[k], no_compile_fits=True) == {}
+
+
 def mlp(call: int, request: Any) -> TrialResult:
     rate = 100.0 * (1 + request.config.num_workers / 10) * (1.2 if request.config.amp_dtype ==
                                                            "bf16" else 1.0)
