@@ -13,7 +13,7 @@ from autotune.contract.allocator import ALLOC_ENV, host_heap_env
 from autotune.contract.config import TrainConfig
 from autotune.contract.fmt import rounded
 from autotune.contract.recompiles import divisor
-from autotune.contract.result import Fingerprint, TrialResult
+from autotune.contract.result import Fingerprint, Status, TrialResult
 from autotune.contract.shapes import shapes_block
 from autotune.outputs.decision import decision_block
 from autotune.study.confirmation.winner import Winner
@@ -161,8 +161,10 @@ def params_not_measured(declared: Mapping[str, Sequence[Any]], recs: Sequence[Tr
     """Each of the adapter's knobs (`declared`: its values as the space samples them) with the
     values no trial measured ok. A 150-s search of a transformers classifier on a 2-CPU VM
     ran its tool knobs and never `pad_to_multiple_of` 8 or 128, and best.yaml's `params:`
-    read as if its default had won (2026-11-28)."""
-    ran = [r.config.params for r in recs if r.ok and r.config is not None]
+    read as if its default had won (2026-11-28). A trial pruned once it ran measured its value
+    too: slower (a two-tower model's pad_to_multiple_of 64, pruned four times, was listed)."""
+    ran = [r.config.params for r in recs if r.config is not None and r.result is not None
+           and (r.ok or (r.status is Status.PRUNED and r.result.ran))]
     missing = {}
     for name, values in declared.items():
         seen = [params.get(name) for params in ran if name in params]

@@ -78,3 +78,20 @@ def test_the_note_names_each_knob_and_value_as_yaml_writes_them() -> None:
     note = params_note({"pad": [None, 64], "attn": ["eager"]})
     assert note is not None and "pad null, 64; attn \"eager\"" in note
     assert params_not_measured({"pad": [None, 8]}, []) == {"pad": [None, 8]}
+
+
+def test_a_value_pruned_once_it_ran_was_measured() -> None:
+    # A two-tower model's pad_to_multiple_of 64 ran four times, each pruned as slower, and
+    # best.yaml said the search ended before measuring it (2-CPU VM, 2026-11-28).
+    from optuna.trial import TrialState
+
+    from autotune.study.store.records import TrialRecord
+
+    def rec(n: int, pad: int | None, status: Status, ran: bool = True) -> TrialRecord:
+        return TrialRecord(number=n, state=TrialState.COMPLETE, value=1.0,
+                           config=TrainConfig(batch_size=8, params={"pad": pad}),
+                           result=TrialResult(status=status, ran=ran,
+                                              throughput=1.0 if status is Status.OK else None))
+    recs = [rec(0, None, Status.OK), rec(1, 8, Status.PRUNED),
+            rec(2, 128, Status.PRUNED, ran=False)]  # "not run: ...": never measured
+    assert params_not_measured({"pad": [None, 8, 128]}, recs) == {"pad": [128]}
