@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import importlib.util
 import inspect
@@ -12,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from autotune.contract.batch import first_length
 from autotune.contract.errors import InputError
 from autotune.contract.params import default_params, readable
 
@@ -89,7 +89,7 @@ class Adapter:
     def items(self, batch: Any) -> int:
         """How many `unit`s a (CPU-side) batch holds. By default the length of its first tensor:
         the first field of a tuple, list or dataclass, the first value of a dict."""
-        n = _first_length(batch)
+        n = first_length(batch)
         if n is None:
             raise TypeError(
                 f"cannot tell how many {self.unit} a batch of type {type(batch).__name__} holds: "
@@ -134,6 +134,8 @@ def load_adapter(path: str | Path) -> type[Adapter]:
         raise InputError(f"{path}: cannot be imported as Python; the adapter must be a .py file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module  # dataclasses and pickling look modules up by name
+    if str(path.resolve().parent) not in sys.path:  # its sibling modules import, as a script's
+        sys.path.append(str(path.resolve().parent))  # do (last: it shadows no installed one)
     try:
         spec.loader.exec_module(module)
     except Exception as exc:  # any error in user code: report it with its traceback
@@ -253,29 +255,6 @@ def _check_loader(path: Path, cls: type[Adapter]) -> None:
         tb = "".join(traceback.format_exception(exc))
         raise InputError(f"{path}: {cls.__name__}().loader_args() failed:\n{tb}") from None
     check_loader_args(args, f"{path}: {cls.__name__}")
-
-
-def _first_length(batch: Any) -> int | None:
-    """The first tensor's leading dimension, depth first; else its first field's length."""
-    shape = getattr(batch, "shape", None)
-    if shape is not None and not isinstance(batch, type) and len(shape) > 0:
-        return int(shape[0])
-    if isinstance(batch, Mapping):
-        fields: list[Any] = list(batch.values())
-    elif dataclasses.is_dataclass(batch) and not isinstance(batch, type):
-        fields = [getattr(batch, f.name) for f in dataclasses.fields(batch)]
-    elif isinstance(batch, (tuple, list)):
-        fields = list(batch)
-    else:
-        return None
-    for value in fields:
-        n = _first_length(value)
-        if n is not None:
-            return n
-    first = fields[0] if fields else None
-    if isinstance(first, (tuple, list)):
-        return len(first)  # e.g. a list of strings, or of tensors of different lengths
-    return None
 
 
 def _check_sizes(path: Path, cls: type[Adapter]) -> None:

@@ -43,6 +43,23 @@ def test_subclass_imported_from_elsewhere_does_not_count(tmp_path: Path, test_ad
     assert cls.__name__ == "Bigger" and cls.batch_size == 64
 
 
+def test_an_adapter_imports_a_module_beside_it(tmp_path: Path) -> None:
+    # As `python train.py` would: a held-out adapter's `from vision_data import ...` failed with
+    # ModuleNotFoundError (2-CPU VM, 2026-11-28).
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "sibling_data_for_test.py").write_text("BATCH = 12\n")
+    (folder / "adapter.py").write_text(
+        "from sibling_data_for_test import BATCH\n" + GOOD.replace("batch_size = 4",
+                                                                   "batch_size = BATCH"))
+    try:
+        assert load_adapter(folder / "adapter.py").batch_size == 12
+    finally:
+        import sys
+        sys.path.remove(str(folder.resolve()))
+        sys.modules.pop("sibling_data_for_test", None)
+
+
 def test_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "nope.py"
     with pytest.raises(InputError, match="adapter file not found") as excinfo:
