@@ -9,11 +9,11 @@ import sys
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from autotune.contract.batch import first_length
 from autotune.contract.errors import InputError
-from autotune.contract.params import default_params, readable
+from autotune.contract.params import default_params, instantiate, readable
 
 __all__ = ["LOADER_KNOBS", "Adapter", "check_loader_args", "defines", "load_adapter"]
 
@@ -62,6 +62,13 @@ class Adapter:
     def params(self) -> Mapping[str, Any]:
         """This trial's values of `knobs`, in every method; outside a trial, their defaults."""
         return self.__dict__.get("_params") or default_params(type(self).knobs)
+
+    @classmethod
+    def with_params(cls, params: Mapping[str, Any]) -> Self:
+        """An instance whose `params` hold `params` over the knobs' defaults from before its
+        `__init__` runs, as in a trial: in production, `MyAdapter.with_params(
+        autotune.load_config("best.yaml").params)`. A knob it does not declare: `ValueError`."""
+        return instantiate(cls, params)
 
     def dataset(self) -> Any:
         """A CPU-side map-style or iterable dataset yielding samples (the tool batches them)."""

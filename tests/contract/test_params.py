@@ -78,6 +78,11 @@ def test_an_adapter_reads_its_values_from_before_init() -> None:
     assert Adapter().params == {}
     with pytest.raises(ValueError, match=r"declares no knob\(s\) \['padding'\]"):
         instantiate(Declares, {"padding": 64})
+    # The public way in production (`a.params = ...` is a read-only property: a held-out user's
+    # first try failed with AttributeError, 2026-11-28).
+    made = Declares.with_params({"depth": 4})
+    assert isinstance(made, Declares) and made.at_init == made.params == {
+        "pad": None, "attn": "eager", "depth": 4}
 
 
 @pytest.mark.parametrize(("params", "same"), [
