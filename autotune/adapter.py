@@ -50,6 +50,10 @@ class Adapter:
     """True lets the search change the effective batch too (larger batches, free accumulation);
     best.yaml then says by how much and how to scale the learning rate. Same as
     `autotune search --vary-global-batch`."""
+    samples_interact: ClassVar[bool] = False
+    """True when a sample's loss depends on the others in its micro-batch (an in-batch
+    contrastive loss, BatchNorm's statistics): the search keeps the micro-batch, never
+    accumulating gradients over smaller ones (`study.space.interacting`)."""
     loss_in_model: ClassVar[bool] = False
     """True when compiling the model compiles the loss too: `compile_scope` stays "model"."""
     knobs: ClassVar[Mapping[str, Any]] = {}
@@ -270,9 +274,10 @@ def _check_sizes(path: Path, cls: type[Adapter]) -> None:
         raise InputError(f"{path}: {cls.__name__}.unit must be a non-empty string, got {cls.unit!r}")
     if isinstance(bs, bool) or not isinstance(bs, int) or bs < 1:
         raise InputError(f"{path}: {cls.__name__}.batch_size must be a positive integer, got {bs!r}")
-    if not isinstance(cls.vary_global_batch, bool):
-        raise InputError(f"{path}: {cls.__name__}.vary_global_batch must be True or False, got "
-                         f"{cls.vary_global_batch!r}")
+    for flag in ("vary_global_batch", "samples_interact", "loss_in_model"):
+        if not isinstance(getattr(cls, flag), bool):
+            raise InputError(f"{path}: {cls.__name__}.{flag} must be True or False, got "
+                             f"{getattr(cls, flag)!r}")
     if gbs is None:
         return
     if isinstance(gbs, bool) or not isinstance(gbs, int) or gbs < 1:

@@ -64,6 +64,11 @@ BROKEN: dict[str, tuple[str, str]] = {
         f"class A(autotune.Adapter):\n    vary_global_batch = 'yes'\n{_GOOD_BODY}",
         "A.vary_global_batch must be True or False, got 'yes'",
     ),
+    "samples-interact-not-a-bool": (
+        "import autotune\n\n"
+        f"class A(autotune.Adapter):\n    samples_interact = 1\n{_GOOD_BODY}",
+        "A.samples_interact must be True or False, got 1",
+    ),
 }
 
 _ONE_ARG_LOSS = _GOOD_BODY.replace("def loss(self, model, batch)", "def loss(self, batch)")

@@ -9,10 +9,9 @@ A space file maps knob names to a domain and an optional condition::
     adapter:                                    # the adapter's own knobs (`Adapter.knobs`),
       pad_to_multiple_of: {choices: [1024]}     # narrowed or replaced (`adapter_knobs`)
 
-Files are read with `yaml.safe_load`; conditions are parsed by a small grammar (`KNOB OP
-VALUE`, joined by `and`; `conditions`), never evaluated as Python. Every error names the file, the
-key and what is allowed, and is raised before any trial runs. Impossible combinations (prefetching
-without workers, a batch size that does not divide the global batch) are never sampled.
+Read with `yaml.safe_load`; conditions by a small grammar (`KNOB OP VALUE`, joined by `and`),
+never evaluated. Every error names the file, the key and what is allowed, before any trial runs.
+Impossible combinations (prefetch without workers, a batch not dividing the global one) never run.
 
 By default every config keeps the adapter's effective batch (`global_batch_size`, else
 `batch_size`): the micro-batch takes the space's sizes that divide it and `grad_accum` follows,
@@ -37,6 +36,7 @@ from autotune.contract.knobs import KnobSpec
 from autotune.study.space.adapter_knobs import own_knobs
 from autotune.study.space.bound import Condition, Knob, SearchSpace
 from autotune.study.space.conditions import dependency_order, parse_when
+from autotune.study.space.interacting import keep_micro_batch
 
 if TYPE_CHECKING:
 
@@ -152,7 +152,7 @@ def parse_space(
                 f"{source}: key '{knob.name}' must include PyTorch's default {default}: {why}")
     if nproc == 1:  # validated above, but one process has no gradients to all-reduce
         knobs = [k for k in knobs if not KNOB[k.name].ddp]
-    knobs += own
+    knobs = keep_micro_batch(knobs, adapter, baseline, fixed) + own
     names = {k.name for k in knobs}
     return SearchSpace(
         source=source,

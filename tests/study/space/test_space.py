@@ -457,6 +457,36 @@ def test_varying_a_global_batch_searches_accumulation_from_its_baseline() -> Non
     assert {c.effective_batch for c in space.enumerate()} == {8, 16, 32, 64}
 
 
+class Contrastive(Adapter):
+    """In-batch negatives: 64 samples a step, 63 negatives each; two micro-batches of 32
+    accumulated compute another loss (31 negatives each)."""
+
+    batch_size = 64
+    samples_interact = True
+
+
+class ContrastiveAccum(Contrastive):
+    batch_size = 16
+    global_batch_size = 64  # the user's own accumulation: 4 micro-batches of 16
+
+
+def test_samples_that_interact_keep_their_micro_batch() -> None:
+    # A held-out two-tower model (2-CPU VM, 2026-11-28) ran bs=32 accum=2 for its batch of 64
+    # under a contrastive loss, while best.yaml's plot said the effective batch was kept.
+    raw = {"batch_size": {"factors": [0.25, 0.5, 1, 2]}, "grad_accum": {"choices": [1, 2, 4]},
+           "num_workers": {"choices": [0, 1]}}
+    space = parse(raw, adapter=Contrastive)
+    assert {c.batch_size for c in space.enumerate()} == {64}
+    assert {c.grad_accum for c in space.enumerate()} == {1}
+    # The user's own accumulation is theirs, kept as it is.
+    space = parse(raw, adapter=ContrastiveAccum)
+    assert {(c.batch_size, c.grad_accum) for c in space.enumerate()} == {(16, 4)}
+    # Varying the effective batch varies the batch, never splitting it into micro-batches.
+    space = parse(raw, adapter=Contrastive, vary=True)
+    assert {(c.batch_size, c.grad_accum) for c in space.enumerate()} == {
+        (16, 1), (32, 1), (64, 1), (128, 1)}
+
+
 # -- sampling ----------------------------------------------------------------------------------------
 
 
