@@ -224,16 +224,18 @@ def _search(settings: SearchSettings, layout: Layout, space: SearchSpace,
     writer = OutputWriter(settings)
     search = Search(settings, space, adapter, runners=runners, listener=display,
                     on_change=writer, confirm_runner=confirm_runner)
+    stopped = None
     try:
         winner = search.run()
     except Interrupted as exc:
+        stopped = str(exc)
         display.console.print(f"[yellow]{exc}[/]: finished trials are saved in {out}/; run the "
                               "same command again to continue the study")
         return 128 + exc.signum
     finally:
         for runner in {id(r): r for r in (*runners, confirm_runner)}.values():
             runner.close()
-        writer.finish(search.study)
+        writer.finish(search.study, stopped=stopped)
     return _report_end(search, winner, space, display)
 
 

@@ -254,8 +254,9 @@ def yaml_header(doc: dict[str, Any]) -> str:
     scope = ("# compile_scope is loss: the loss was compiled with the model; call your loss "
              "through cfg.wrap_loss(fn)\n#   (cfg.wrap_model leaves the model uncompiled then).\n"
              ) if (doc.get("config") or {}).get("compile_scope") == "loss" else ""
+    stopped = f"# STOPPED: {doc['stopped']}.\n" if doc.get("stopped") else ""
     return (
-        f"# autotune: fastest measured configuration{speed}.\n"
+        stopped + f"# autotune: fastest measured configuration{speed}.\n"
         "# Apply it: autotune.load_config(\"best.yaml\") in your training script, or\n"
         "#           autotune apply best.yaml -- python train.py  (sets the allocator env)\n"
         + batch + scope

@@ -51,13 +51,15 @@ class OutputWriter:
         if plot:
             self._plotted = time.monotonic()
 
-    def finish(self, study: optuna.Study) -> Winner | None:
-        return write_outputs(study, self.settings)
+    def finish(self, study: optuna.Study, *, stopped: str | None = None) -> Winner | None:
+        return write_outputs(study, self.settings, stopped=stopped)
 
 
-def write_outputs(study: optuna.Study, settings: SearchSettings, *, plot: bool = True
-                  ) -> Winner | None:
-    """Write best.yaml (when a trial ran ok), trials.csv and throughput.png into `settings.out`."""
+def write_outputs(study: optuna.Study, settings: SearchSettings, *, plot: bool = True,
+                  stopped: str | None = None) -> Winner | None:
+    """Write best.yaml (when a trial ran ok), trials.csv and throughput.png into `settings.out`.
+    `stopped`: why the search did not finish ("interrupted by SIGINT"), said first in best.yaml
+    (a stopped search's best.yaml read as its answer: a held-out user's, 2026-11-28)."""
     from autotune.outputs.draw import save_plot
     from autotune.outputs.plot import plot_data, search_clock
 
@@ -76,6 +78,9 @@ def write_outputs(study: optuna.Study, settings: SearchSettings, *, plot: bool =
         doc = best_document(winner, info, study_attrs.read_fingerprint(study), settings,
                             adapter_batch=base.effective_batch if base else None)
         doc["compile_artifacts"] = _copy_artifacts(winner, out)
+        if stopped:
+            doc = {"stopped": f"{stopped} before the search finished: the best so far, not its "
+                              "answer; run the same command again to continue", **doc}
         unbatched = loader_sets_batch(recs)
         if unbatched is not None:  # what batch_size in this file is worth
             doc["effective_batch"]["loader"] = unbatched_note(

@@ -144,25 +144,30 @@ def winner_line(winner: Winner, unit: str) -> str:
 def _print_winner(console: Console, winner: Winner, unit: str, adapter: str | None,
                   out: Path) -> None:
     """The winner as best.yaml states it, its warnings and notes, and where to go next."""
+    stopped = _best_note(out / "best.yaml", "stopped")
+    if stopped:  # a search stopped early: what follows is not its answer yet
+        console.print(f"stopped: {stopped}", markup=False, highlight=False)
     console.print(winner_line(winner, unit))
     for warning in spread_warnings(winner, unit):  # best.yaml's decision.warnings
         console.print(f"warning: {warning}")
     if adapter is not None and (out / "best.yaml").is_file():
-        unmeasured = _unmeasured(out / "best.yaml")
+        unmeasured = _best_note(out / "best.yaml", "params_not_measured")
         if unmeasured:  # params: holds the best of what ran, not of what was declared
             console.print(f"note: {unmeasured}", markup=False, highlight=False)
         for line in next_steps(winner, adapter, out / "best.yaml"):
             console.print(line, markup=False, highlight=False)
 
 
-def _unmeasured(best: Path) -> str | None:
-    """best.yaml's note on the adapter's knob values the search never measured, if any."""
+def _best_note(best: Path, key: str) -> str | None:
+    """best.yaml's `key`: a sentence (`stopped`), or a block's `note` (`params_not_measured`,
+    the adapter's knob values the search never measured); None where it has none."""
     try:
         doc = yaml.safe_load(best.read_text())
     except (OSError, yaml.YAMLError):
         return None
-    block = doc.get("params_not_measured") if isinstance(doc, dict) else None
-    return block.get("note") if isinstance(block, dict) else None
+    block = doc.get(key) if isinstance(doc, dict) else None
+    return block.get("note") if isinstance(block, dict) else block if isinstance(block, str) \
+        else None
 
 
 def next_steps(winner: Winner, adapter: str, best: Path) -> list[str]:

@@ -30,7 +30,7 @@ OUTCOMES = [
 ]
 
 
-def run_study(out: Path, storage: str, trials: int = 3) -> None:
+def run_study(out: Path, storage: str, trials: int = 3, stopped: str | None = None) -> None:
     """A study whose second trial ran out of memory, written as a search writes it (through
     `records`), and its outputs (study.yaml points `show` at the storage)."""
     settings = SearchSettings(adapter=Path("tiny.py"), space_source="space.yaml", device="cpu",
@@ -47,7 +47,7 @@ def run_study(out: Path, storage: str, trials: int = 3) -> None:
         records.write_config(trial, config)
         records.write_result(trial, result)
         study.tell(trial, result.throughput or 0.0)
-    write_outputs(study, settings)
+    write_outputs(study, settings, stopped=stopped)
 
 
 @pytest.fixture(autouse=True)
@@ -185,3 +185,23 @@ def test_a_config_refused_unrun_is_not_counted_as_a_timeout(
     console = Console(record=True, width=200)
     show(out, console=console)
     assert "other trials: 1 not run, 1 oom" in console.export_text()
+
+
+def test_a_stopped_search_says_so_first_in_best_yaml_and_show(tmp_path: Path) -> None:
+    # A search stopped by Ctrl-C wrote a best.yaml that read as its answer ("confidence low:
+    # not confirmed"), with no word of the stop (a held-out user, 2026-11-28).
+    out = tmp_path / "out"
+    run_study(out, str(tmp_path / "study.db"), stopped="interrupted by SIGINT")
+    text = (out / "best.yaml").read_text()
+    assert text.startswith("# STOPPED: interrupted by SIGINT before the search finished: the "
+                           "best so far, not its answer; run the same command again to continue.")
+    doc = yaml.safe_load(text)
+    assert list(doc)[0] == "stopped" and doc["stopped"].startswith("interrupted by SIGINT")
+    console = Console(record=True, width=400)
+    show(out, console=console)
+    shown = console.export_text()
+    assert "stopped: interrupted by SIGINT before the search finished" in shown
+    assert shown.index("stopped:") < shown.index("winner:")
+    # Continued to its end, the next write has no such line.
+    run_study(tmp_path / "again", str(tmp_path / "again.db"))
+    assert "STOPPED" not in (tmp_path / "again" / "best.yaml").read_text()
