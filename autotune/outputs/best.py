@@ -9,6 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from autotune.adapter import Adapter, defines
 from autotune.contract.allocator import ALLOC_ENV, host_heap_env
 from autotune.contract.config import TrainConfig
 from autotune.contract.fmt import rounded
@@ -24,7 +25,7 @@ from autotune.study.store.study_attrs import StudyInfo
 if TYPE_CHECKING:
     from autotune.study.search import SearchSettings
 
-__all__ = ["batch_change", "best_document", "effective_batch", "params_not_measured",
+__all__ = ["batch_change", "best_document", "effective_batch", "items_note", "params_not_measured",
            "params_note", "yaml_header"]
 
 # Above this share of CPU time taken by the hypervisor, best.yaml warns that CPU-bound rates
@@ -183,6 +184,31 @@ def params_note(missing: Mapping[str, Sequence[Any]]) -> str | None:
     return (f"params: is the best of the values measured, and the search ended before it "
             f"measured these of the adapter's knobs: {said}. A longer --timeout measures "
             "them, or a space file can narrow them (under `adapter:`)")
+
+
+ITEMS_SLACK = 0.1
+"""How far the baseline's items a batch may sit from its batch_size before `items_note` speaks:
+the tool's loader drops a last partial batch, so its batches hold batch_size samples."""
+
+
+def items_note(adapter: type[Adapter], recs: Sequence[TrialRecord], unit: str) -> str | None:
+    """One line when the adapter left `items` to its default and the baseline's batches of
+    `batch_size` samples counted more or fewer: the default counts the first tensor's rows,
+    which for a graph batch are its nodes (a held-out GNN's 64 graphs counted 2,090 "graphs",
+    2-CPU VM, 2026-11-28). Nothing for an adapter that builds its own loader."""
+    if defines(adapter, "items") or defines(adapter, "make_loader"):
+        return None
+    base = next((r for r in recs if r.baseline and r.config is not None and r.result is not None
+                 and r.result.batch_items), None)
+    if base is None or base.config is None or base.result is None:
+        return None
+    per, size = base.result.batch_items or 0.0, base.config.batch_size
+    if abs(per - size) <= ITEMS_SLACK * size:
+        return None
+    return (f"items() is not defined, so a batch counted its first tensor's rows: {per:.4g} "
+            f"{unit} on average in a batch of {size} samples. Where a row is not one of your "
+            f"{unit} (a graph's nodes, a packed sequence's tokens), define items(self, batch) to "
+            f"count them: every rate here is in those rows")
 
 
 def conv_note(result: TrialResult | None, memory_formats: Sequence[str]) -> str | None:

@@ -287,3 +287,29 @@ def test_varying_shapes_and_recompiles_go_into_best_yaml(tmp_path: Path) -> None
     fixed = document(tmp_path, measured(shapes_vary=False, shape_count=1))
     assert fixed["shapes"] == {"vary": False}
     assert document(tmp_path, measured())["shapes"] is None  # a result from before shapes
+
+
+def test_a_default_items_count_that_is_not_the_batch_says_what_it_counted() -> None:
+    # A held-out GNN without items(): its batches of 64 graphs counted 2,090 "graphs" (their
+    # nodes, the first tensor's rows), and every rate was in nodes (2-CPU VM, 2026-11-28).
+    from autotune import Adapter
+    from autotune.outputs.best import items_note
+
+    class Graphs(Adapter):
+        batch_size = 64
+
+    class Counted(Graphs):
+        def items(self, batch: Any) -> int:
+            return 64
+
+    def base(items: float) -> TrialRecord:
+        return stored_trial(0, value=100.0, attrs={
+            "config": TrainConfig(batch_size=64).to_dict(), "role": "baseline",
+            "result": {"status": "ok", "throughput": 100.0, "batch_items": items}})
+
+    note = items_note(Graphs, [base(2090.0)], "graphs")
+    assert note is not None and note.startswith(
+        "items() is not defined, so a batch counted its first tensor's rows: 2090 graphs on "
+        "average in a batch of 64 samples.")
+    assert items_note(Graphs, [base(64.0)], "graphs") is None  # one row a sample
+    assert items_note(Counted, [base(2090.0)], "graphs") is None  # the adapter counts them
