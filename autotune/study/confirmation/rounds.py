@@ -69,15 +69,7 @@ def run_confirmation(
         round_ = list(active)
         rng.shuffle(round_)
         if deadline is not None:
-            # Each round's first run is the leader (the search's in the first round, then the
-            # fresh runs' median): should the budget cut a round short, the config best.yaml
-            # would name was re-run. A run of the second while the leader got none made a
-            # config 0.94x the baseline by the search the winner; in three 140-s quick starts
-            # (2-CPU VM, 2026-11-26) the second round ran a contender first and the leader,
-            # run once, could not be called with confidence high.
-            lead = _leader(round_, runs)
-            round_.remove(lead)
-            round_.insert(0, lead)
+            round_ = _ordered(round_, runs)
         started = 0
         gave_way: list[float] = []  # the search's rates of configs that gave way this round
         for i, cand in enumerate(round_):
@@ -109,6 +101,21 @@ def run_confirmation(
             return summarize(cands, runs)  # none of them fits in what is left
         active = next_round(cands, runs, repeats=repeats, cap=cap)
     return summarize(cands, runs)
+
+
+def _ordered(round_: list[Candidate], runs: dict[int, list[TrialResult]]) -> list[Candidate]:
+    """A round under a deadline: the leader first (the search's in the first round, then the
+    fresh runs' median), so that should the budget cut the round short, the config best.yaml
+    would name was re-run; then the baseline, until it has run once; the rest as shuffled.
+    A run of the second while the leader got none made a config 0.94x the baseline by the
+    search the winner; in three 140-s quick starts (2-CPU VM, 2026-11-26) the second round ran
+    a contender first and the leader, run once, could not be called with confidence high. Every
+    speedup is told against the baseline, and a held-out 120-s search (2-CPU VM, 2026-11-28)
+    ended with no fresh run of it."""
+    lead = _leader(round_, runs)
+    base = next((c for c in round_ if c.baseline and not runs[c.trial] and c is not lead), None)
+    return [lead, *([base] if base is not None else []),
+            *(c for c in round_ if c is not lead and c is not base)]
 
 
 def _run_limit(cand: Candidate, trial_timeout: float, left: float) -> float:

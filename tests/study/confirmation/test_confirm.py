@@ -805,6 +805,21 @@ def test_every_round_under_a_deadline_runs_the_leader_first(tmp_path: Path) -> N
         assert len(runner.order) == 4
 
 
+def test_under_a_deadline_the_baseline_runs_right_after_the_leader_until_it_has_run(
+        tmp_path: Path) -> None:
+    # A held-out 120-s search (2-CPU VM, 2026-11-28): the leader's fresh run took the time
+    # left, the baseline got none, and the speedup was told against its search trial alone.
+    for seed in range(8):
+        runner = ScriptedRunner({5: oks(300.0, 305.0, 302.0, 301.0, 303.0),
+                                 3: oks(290.0, 291.0, 292.0, 289.0, 290.0),
+                                 4: oks(280.0, 281.0, 279.0, 280.0, 282.0),
+                                 0: oks(100.0, 101.0, 99.0, 100.0, 100.0)})
+        cands = [cand(5, 310.0), cand(3, 300.0), cand(4, 295.0), cand(0, 100.0, baseline=True)]
+        timed_confirmation(tmp_path, cands, runner, lengths=defaultdict(lambda: 30.0),
+                           deadline=1000.0, seed=seed)
+        assert runner.order[:2] == [5, 0]
+
+
 def test_a_config_far_behind_gives_way_to_the_leaders_second_run(tmp_path: Path) -> None:
     # The quick start on a 2-CPU VM (2026-11-26): forked search trials of 3-6 s planned the
     # confirmation, its fresh runs took 11 s each, and a config the search read at 0.69x the
