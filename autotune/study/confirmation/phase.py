@@ -158,7 +158,12 @@ class ConfirmPhase:
                 out=s.out, repeats=s.confirm_repeats, max_repeats=s.confirm_max_repeats,
                 trial_timeout=s.trial_timeout, measure=s.confirm_measure or s.measure,
                 seed=s.seed, on_result=on_result, deadline=deadline, clock=self.clock,
-                first=len(runs))
+                first=earlier + len(runs))
+
+        # A resumed study's earlier confirmations left their folders: number on after them (from
+        # 0 again, a Ctrl-C'd and resumed search's runs shared numbers, 2-CPU VM, 2026-11-28).
+        folder = s.out / "confirm"
+        earlier = sum(1 for _ in folder.iterdir()) if folder.is_dir() else 0
 
         summary = confirm(cands)
         if self.signalled():

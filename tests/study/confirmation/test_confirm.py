@@ -1013,3 +1013,27 @@ def test_a_signal_keeps_the_fresh_runs_that_ended_but_draws_no_verdict(
     # Every run that ended is kept; the one the signal cut is not.
     assert runner.order[-1] == 8 and len(kept) == len(runner.order) - 1
     assert {of for of, _ in kept} == {0, 8} and all(s is Status.OK for _, s in kept)
+
+
+def test_a_resumed_confirmation_numbers_its_folders_after_the_earlier_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A Ctrl-C'd search, resumed (2-CPU VM, 2026-11-28): its confirm/ held 00-trial0,
+    # 01-trial0 and 01-trial8, the second confirmation numbering from 0 again.
+    from types import SimpleNamespace
+
+    from autotune.study.confirmation import phase as phase_module
+
+    monkeypatch.setattr(phase_module, "record_confirmation", lambda study, summary, runs: None)
+    for name in ("00-trial0", "01-trial8"):
+        (tmp_path / "confirm" / name).mkdir(parents=True)
+    runner = ScriptedRunner({8: oks(2.1e3, 2.0e3), 0: oks(1.0e3, 1.0e3)})
+    settings = SimpleNamespace(adapter=Path("adapter.py"), device="cpu", out=tmp_path,
+                               confirm_repeats=2, confirm_max_repeats=2, trial_timeout=60.0,
+                               confirm_measure=None, measure=QUICK, seed=1)
+    confirm_phase = phase_module.ConfirmPhase(
+        settings=settings, study=None, lock=None, space=None,  # type: ignore[arg-type]
+        listener=QuietListener(), search_runner=runner, confirm_runner=runner,
+        clock=lambda: 0.0, signalled=lambda: False)
+    assert confirm_phase._rounds([cand(8, 2.1e3), cand(0, 1.0e3, baseline=True)], None)
+    folders = sorted(d.name for _, d, _, _ in runner.calls)
+    assert folders and all(int(name[:2]) >= 2 for name in folders)
