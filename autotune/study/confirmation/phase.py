@@ -16,7 +16,7 @@ from typing import Protocol
 import optuna
 
 from autotune.contract.request import MeasureSettings
-from autotune.contract.result import Status, TrialResult
+from autotune.contract.result import TrialResult
 from autotune.study.confirmation.budget import (
     FRESH_PROCESS_SECONDS,
     fit_to_time,
@@ -167,7 +167,7 @@ class ConfirmPhase:
 
         summary = confirm(cands)
         if self.signalled():
-            return self._kept(runs)
+            return False
         kept = [e for e in summary if not e.baseline]
         if unrun and all(e.statuses and e.median is None for e in kept):
             # Every config kept failed its fresh runs (a compile cut, an OOM): the configs left
@@ -178,19 +178,10 @@ class ConfirmPhase:
             summary += confirm(unrun)
             unrun = []
             if self.signalled():
-                return self._kept(runs)
+                return False
         summary += summarize(unrun, {c.trial: [] for c in unrun})
         record_confirmation(self.study, summary, runs)
         return True
-
-    def _kept(self, runs: Sequence[tuple[Candidate, TrialResult]]) -> bool:
-        """A signal stopped the rounds: the fresh runs that ended are kept in the study (trials.csv
-        lists them; a Ctrl-C'd confirmation had dropped two finished runs), with no verdict drawn
-        from them. Returns False: the confirmation was not recorded."""
-        for cand, result in runs:
-            if result.status is not Status.INTERRUPTED:
-                records.add_confirmation_run(self.study, cand.trial, result)
-        return False
 
     def _step_over(self) -> None:
         step_over(self.study, self.lock, self.space)  # trials of searches that died (hosts)

@@ -980,41 +980,6 @@ def test_a_kept_config_that_gave_way_to_the_leader_is_no_failure_to_run_others_f
     assert {e.trial: e.statuses for e in summary} == {0: ("ok", "ok"), 3: (), 1: ()}
 
 
-def test_a_signal_keeps_the_fresh_runs_that_ended_but_draws_no_verdict(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # A held-out two-tower search Ctrl-C'd in its confirmation (2-CPU VM, 2026-11-28): two fresh
-    # runs had ended, and neither reached trials.csv.
-    from types import SimpleNamespace
-
-    from autotune.study.confirmation import phase as phase_module
-
-    kept: list[tuple[int, Status]] = []
-    monkeypatch.setattr(phase_module.records, "add_confirmation_run",
-                        lambda study, of, result: kept.append((of, result.status)))
-    monkeypatch.setattr(phase_module, "record_confirmation",
-                        lambda study, summary, runs: pytest.fail("no verdict after a signal"))
-    base, leader = cand(0, 2.0e3, baseline=True), cand(8, 2.1e3, batch_size=16)
-    stopped = [False]
-
-    class Stopping(QuietListener):
-        def confirm_result(self, c: Any, result: TrialResult) -> None:
-            stopped[0] = result.status is Status.INTERRUPTED
-
-    runner = ScriptedRunner({8: [*oks(2.02e3), TrialResult(status=Status.INTERRUPTED)],
-                             0: oks(2.05e3, 2.0e3)})
-    settings = SimpleNamespace(adapter=Path("adapter.py"), device="cpu", out=tmp_path,
-                               confirm_repeats=2, confirm_max_repeats=None, trial_timeout=60.0,
-                               confirm_measure=None, measure=QUICK, seed=1)
-    confirm_phase = phase_module.ConfirmPhase(
-        settings=settings, study=None, lock=None, space=None,  # type: ignore[arg-type]
-        listener=Stopping(), search_runner=runner, confirm_runner=runner,
-        clock=lambda: 0.0, signalled=lambda: stopped[0])
-    assert confirm_phase._rounds([leader, base], None) is False
-    # Every run that ended is kept; the one the signal cut is not.
-    assert runner.order[-1] == 8 and len(kept) == len(runner.order) - 1
-    assert {of for of, _ in kept} == {0, 8} and all(s is Status.OK for _, s in kept)
-
-
 def test_a_resumed_confirmation_numbers_its_folders_after_the_earlier_ones(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A Ctrl-C'd search, resumed (2-CPU VM, 2026-11-28): its confirm/ held 00-trial0,
