@@ -130,7 +130,8 @@ def winner_line(winner: Winner, unit: str) -> str:
     d = winner.decision
     # The search trial first, as the run's lines named it ("best: trial #2"); the study's
     # record of the confirmed winner (its best_trial) second.
-    where = (f"trial {winner.record.number} (confirmed, recorded in the study as trial "
+    kept = "confirmed" if d is not None and d.runs else "kept"  # baseline kept: no fresh run
+    where = (f"trial {winner.record.number} ({kept}, recorded in the study as trial "
              f"{winner.study_trial})" if winner.confirmation and winner.study_trial is not None
              else f"trial {winner.record.number}")
     how = (f"median of {d.runs} fresh run(s)" if d is not None and d.runs

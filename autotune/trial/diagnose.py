@@ -232,7 +232,7 @@ def loader_rate(
     n = step.next_batch()[1]
     limit = seconds
     if throughput:  # the rounds' time at the step's own pace
-        limit = min(max(seconds, LOADER_ROUNDS * workers * n / throughput), LOADER_MAX)
+        limit = max(seconds, min(LOADER_ROUNDS * workers * n / throughput, LOADER_MAX))
     items = batches = 0
     t0 = clock()
     while batches < 2 or (batches < want and clock() - t0 < limit):

@@ -192,7 +192,7 @@ def decide(entries: Sequence[ConfirmationEntry], by_number: dict[int, TrialRecor
                 * (1 - reach)]
         chosen = cheapest(near, by_number)
     base = next((e for e in entries if e.baseline), None)
-    if _defaults_stand(chosen, base):
+    if _defaults_stand(leader, base):
         assert base is not None  # for the type checker: _defaults_stand said so
         chosen, verdict, tied = base, BASELINE_KEPT, ()
     base_runs = evidence(base) if base is not None and base.throughputs else ()
@@ -228,15 +228,16 @@ def decide(entries: Sequence[ConfirmationEntry], by_number: dict[int, TrialRecor
     )
 
 
-def _defaults_stand(chosen: ConfirmationEntry, base: ConfirmationEntry | None) -> bool:
-    """Whether the baseline, which the budget left no fresh run, read more in the search than
-    `chosen`'s fresh median by more than `lead.UNRUN_REACH` (what a search rate may stand above
-    a fresh one): nothing then shows `chosen` faster than the defaults. On a 2-CPU VM shared
-    with another search (2026-11-28) a compiled config ran 1.45k tokens/s fresh against the
-    baseline's 17.2k in the search, and best.yaml handed it back at 0.08x the baseline."""
-    return (base is not None and chosen is not base and not base.throughputs
-            and base.search_throughput > 0 and chosen.median is not None
-            and chosen.median < base.search_throughput * (1 - UNRUN_REACH))
+def _defaults_stand(leader: ConfirmationEntry, base: ConfirmationEntry | None) -> bool:
+    """Whether the baseline, which the budget left no fresh run (none started: one that ran and
+    failed is no reason to hand it back), read more in the search than the `leader`'s fresh
+    median by more than `lead.UNRUN_REACH` (what a search rate may stand above a fresh one):
+    nothing then shows any config faster than the defaults. On a 2-CPU VM shared with another
+    search (2026-11-28) a compiled config ran 1.45k tokens/s fresh against the baseline's 17.2k
+    in the search, and best.yaml handed it back at 0.08x the baseline."""
+    return (base is not None and leader is not base and not base.statuses
+            and base.search_throughput > 0 and leader.median is not None
+            and leader.median < base.search_throughput * (1 - UNRUN_REACH))
 
 
 def cheapest(pool: Sequence[ConfirmationEntry], by_number: dict[int, TrialRecord]

@@ -284,11 +284,31 @@ def test_a_leader_run_fresh_below_the_unrun_baselines_search_rate_keeps_the_defa
         "the fresh runs of the leader, trial 4 (1.45k), read below the baseline's 17.2k in the "
         "search, and the budget left the baseline no fresh run")
     assert winner_phrases(winner) == (", 1.00x the baseline", " (confidence low: baseline kept)")
+    from autotune.outputs.show import winner_line
+    line = winner_line(dataclasses.replace(winner, study_trial=9), "tokens")
+    assert line.startswith("winner: trial 0 (kept, recorded in the study as trial 9), 17.2k "
+                           "tokens/s (one search measurement, not confirmed)")
     # A fresh run within UNRUN_REACH of the baseline's search rate is no such evidence: the
     # leader stays, its ratio unconfirmed.
     winner = pick_winner(recs, [runs(4, 16_000.0, search=18_000.0), unrun])
     assert winner is not None and winner.record.number == 4
     assert winner.decision is not None and winner.decision.verdict == "only one config confirmed"
+    # A baseline that ran fresh and failed is no reason to hand it back.
+    failed_base = dataclasses.replace(unrun, statuses=("error",))
+    winner = pick_winner(recs, [runs(4, 1_450.0, search=18_000.0), failed_base])
+    assert winner is not None and winner.record.number == 4
+
+
+def test_the_defaults_stand_on_the_leaders_runs_not_on_a_cheaper_tied_pick() -> None:
+    # Review of f9c5aaa: the leader (10.0k) is within 10% of the baseline's 10.5k in the
+    # search; the cheaper config tied with it (9.3k) is not, and must not make it "kept".
+    recs = [run(0, baseline=True, value=10_500.0), run(1, batch_size=16, memory=2000.0),
+            run(2, batch_size=32, memory=1000.0)]
+    unrun = ConfirmationEntry(trial=0, baseline=True, search_throughput=10_500.0,
+                              throughputs=(), median=None, spread=None, statuses=())
+    winner = pick_winner(recs, [runs(1, 9_500.0, 10_500.0), runs(2, 9_000.0, 9_600.0), unrun])
+    assert winner is not None and winner.decision is not None
+    assert winner.decision.verdict == "tie within noise" and winner.record.number == 2
 
 
 def test_one_fresh_run_is_too_few_for_high_confidence() -> None:
