@@ -167,8 +167,9 @@ def _best_note(best: Path, key: str) -> str | None:
     except (OSError, yaml.YAMLError):
         return None
     block = doc.get(key) if isinstance(doc, dict) else None
-    return block.get("note") if isinstance(block, dict) else block if isinstance(block, str) \
-        else None
+    if isinstance(block, dict):
+        return block.get("note")
+    return block if isinstance(block, str) else None
 
 
 def next_steps(winner: Winner, adapter: str, best: Path) -> list[str]:

@@ -147,6 +147,10 @@ class ConfirmPhase:
         s = self.settings
         self.listener.confirm_started(cands, s.confirm_repeats)
         runs: list[tuple[Candidate, TrialResult]] = []
+        # A resumed study's earlier confirmations left their folders: number on after them (from
+        # 0 again, a Ctrl-C'd and resumed search's runs shared numbers, 2-CPU VM, 2026-11-28).
+        folder = s.out / "confirm"
+        earlier = sum(1 for _ in folder.iterdir()) if folder.is_dir() else 0
 
         def on_result(cand: Candidate, result: TrialResult) -> None:
             runs.append((cand, result))
@@ -159,11 +163,6 @@ class ConfirmPhase:
                 trial_timeout=s.trial_timeout, measure=s.confirm_measure or s.measure,
                 seed=s.seed, on_result=on_result, deadline=deadline, clock=self.clock,
                 first=earlier + len(runs))
-
-        # A resumed study's earlier confirmations left their folders: number on after them (from
-        # 0 again, a Ctrl-C'd and resumed search's runs shared numbers, 2-CPU VM, 2026-11-28).
-        folder = s.out / "confirm"
-        earlier = sum(1 for _ in folder.iterdir()) if folder.is_dir() else 0
 
         summary = confirm(cands)
         if self.signalled():

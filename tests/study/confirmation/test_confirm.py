@@ -310,6 +310,24 @@ def timed_confirmation(tmp_path: Path, cands: list[Candidate], runner: Any, *,
                      on_result=timed)
 
 
+def confirm_phase_of(tmp_path: Path, runner: Any, *, max_repeats: int | None,
+                     trial_timeout: float, listener: Any, clock: Any) -> Any:
+    """A ConfirmPhase of 2 repeats on `runner` (search and confirmation alike), writing under
+    `tmp_path`, with no study: the tests using it replace `record_confirmation`."""
+    from types import SimpleNamespace
+
+    from autotune.study.confirmation import phase as phase_module
+
+    settings = SimpleNamespace(adapter=Path("adapter.py"), device="cpu", out=tmp_path,
+                               confirm_repeats=2, confirm_max_repeats=max_repeats,
+                               trial_timeout=trial_timeout, confirm_measure=None, measure=QUICK,
+                               seed=1)
+    return phase_module.ConfirmPhase(
+        settings=settings, study=None, lock=None, space=None,  # type: ignore[arg-type]
+        listener=listener, search_runner=runner, confirm_runner=runner, clock=clock,
+        signalled=lambda: False)
+
+
 def test_a_short_confirmation_drops_the_slowest_so_that_the_leader_runs_twice() -> None:
     # The H100 ResNet search: 3 leaders and the baseline, ~40 s a run, 185 s left. Each ran
     # once, none twice, and no lead could be called. The slowest by the search goes.
@@ -910,8 +928,6 @@ def test_when_every_kept_config_fails_its_fresh_runs_those_left_out_get_the_time
     # The same search: its two eager runners-up (2.08x, 2.00x the baseline) had been left out
     # to give the compiled leader two runs; the leader's run failed and the baseline, run
     # twice, was the winner at 1.00x.
-    from types import SimpleNamespace
-
     from autotune.study.confirmation import phase as phase_module
 
     recorded: list[list[ConfirmationEntry]] = []
@@ -923,13 +939,8 @@ def test_when_every_kept_config_fails_its_fresh_runs_those_left_out_get_the_time
     runner = ScriptedRunner({6: [TrialResult(status=Status.TIMEOUT, reason="cut")],
                              0: oks(30.7e3, 30.1e3), 5: oks(62.0e3, 61.6e3),
                              2: oks(60.5e3, 59.9e3)})
-    settings = SimpleNamespace(adapter=Path("adapter.py"), device="cpu", out=tmp_path,
-                               confirm_repeats=2, confirm_max_repeats=2, trial_timeout=144.0,
-                               confirm_measure=None, measure=QUICK, seed=1)
-    confirm_phase = phase_module.ConfirmPhase(
-        settings=settings, study=None, lock=None, space=None,  # type: ignore[arg-type]
-        listener=QuietListener(), search_runner=runner, confirm_runner=runner,
-        clock=lambda: 0.0, signalled=lambda: False)
+    confirm_phase = confirm_phase_of(tmp_path, runner, max_repeats=2, trial_timeout=144.0,
+                                     listener=QuietListener(), clock=lambda: 0.0)
     assert confirm_phase._rounds([leader, base], None, [fused, tf32])
     (summary,) = recorded
     medians = {e.trial: e.median for e in summary}
@@ -946,8 +957,6 @@ def test_a_kept_config_that_gave_way_to_the_leader_is_no_failure_to_run_others_f
     # baseline, the search's leader, could run twice; having no median, it read as a kept config
     # that failed, and a config left out, slower by the search than the one that gave way, took
     # the time left.
-    from types import SimpleNamespace
-
     from autotune.study.confirmation import phase as phase_module
 
     recorded: list[list[ConfirmationEntry]] = []
@@ -965,13 +974,8 @@ def test_a_kept_config_that_gave_way_to_the_leader_is_no_failure_to_run_others_f
         def confirm_result(self, c: Any, result: TrialResult) -> None:
             now[0] += 10.0
 
-    settings = SimpleNamespace(adapter=Path("adapter.py"), device="cpu", out=tmp_path,
-                               confirm_repeats=2, confirm_max_repeats=None, trial_timeout=144.0,
-                               confirm_measure=None, measure=QUICK, seed=1)
-    confirm_phase = phase_module.ConfirmPhase(
-        settings=settings, study=None, lock=None, space=None,  # type: ignore[arg-type]
-        listener=Clocked(), search_runner=runner, confirm_runner=runner,
-        clock=lambda: now[0], signalled=lambda: False)
+    confirm_phase = confirm_phase_of(tmp_path, runner, max_repeats=None, trial_timeout=144.0,
+                                     listener=Clocked(), clock=lambda: now[0])
     # After the baseline's first run, 22 s left, its second and the contender's need 24: the
     # contender gives way. After the second, 12 s left: enough to start one more run.
     assert confirm_phase._rounds([base, contender], 32.0, [left_out])
@@ -984,21 +988,14 @@ def test_a_resumed_confirmation_numbers_its_folders_after_the_earlier_ones(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A Ctrl-C'd search, resumed (2-CPU VM, 2026-11-28): its confirm/ held 00-trial0,
     # 01-trial0 and 01-trial8, the second confirmation numbering from 0 again.
-    from types import SimpleNamespace
-
     from autotune.study.confirmation import phase as phase_module
 
     monkeypatch.setattr(phase_module, "record_confirmation", lambda study, summary, runs: None)
     for name in ("00-trial0", "01-trial8"):
         (tmp_path / "confirm" / name).mkdir(parents=True)
     runner = ScriptedRunner({8: oks(2.1e3, 2.0e3), 0: oks(1.0e3, 1.0e3)})
-    settings = SimpleNamespace(adapter=Path("adapter.py"), device="cpu", out=tmp_path,
-                               confirm_repeats=2, confirm_max_repeats=2, trial_timeout=60.0,
-                               confirm_measure=None, measure=QUICK, seed=1)
-    confirm_phase = phase_module.ConfirmPhase(
-        settings=settings, study=None, lock=None, space=None,  # type: ignore[arg-type]
-        listener=QuietListener(), search_runner=runner, confirm_runner=runner,
-        clock=lambda: 0.0, signalled=lambda: False)
+    confirm_phase = confirm_phase_of(tmp_path, runner, max_repeats=2, trial_timeout=60.0,
+                                     listener=QuietListener(), clock=lambda: 0.0)
     assert confirm_phase._rounds([cand(8, 2.1e3), cand(0, 1.0e3, baseline=True)], None)
     folders = sorted(d.name for _, d, _, _ in runner.calls)
     assert folders and all(int(name[:2]) >= 2 for name in folders)
