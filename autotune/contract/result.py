@@ -217,7 +217,8 @@ class TrialResult:
     """Distinct batch shapes seen: under `reduce-overhead`, one CUDA graph each."""
     shape_count_padded: int | None = None
     """Distinct batch shapes left of those seen once every varying length is padded to a
-    multiple of `contract.shapes.PAD_MULTIPLE` (None: no length varied, or not measured)."""
+    multiple, each its own `contract.shapes.pad_multiple` (None: no length varied, or not
+    measured)."""
     batch_items: float | None = None
     """Items (`Adapter.items`) per micro-batch, the mean over the batches the trial pulled: what
     its batch_size bought. A loader that makes its own batches pulls as many at any batch_size

@@ -10,12 +10,25 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["PAD_MULTIPLE", "format_ranges", "is_length", "padded_shapes", "padding_note",
-           "parse_ranges", "shapes_block"]
+__all__ = ["PAD_MULTIPLE", "format_ranges", "is_length", "pad_multiple", "padded_shapes",
+           "padding_note", "parse_ranges", "shapes_block"]
 
 PAD_MULTIPLE = 64
-"""The multiple `best.yaml` suggests padding a varying dimension to: the sizes matmul tiles and
-tensor cores prefer (Hugging Face tokenizers' `pad_to_multiple_of` takes such a number)."""
+"""The largest multiple `best.yaml` suggests padding a varying length to: the sizes matmul tiles
+and tensor cores prefer (Hugging Face tokenizers' `pad_to_multiple_of` takes such a number)."""
+
+PAD_SHARE = 0.1
+"""The most padding may add to a length on average: half the multiple, against the middle of
+the length's range (`pad_multiple`)."""
+
+
+def pad_multiple(low: int, high: int) -> int:
+    """The multiple to pad a length of `low`..`high` to: the largest of 64, 32, 16 and 8 whose
+    average padding (half of it) is at most PAD_SHARE of the range's middle, never below 8 (a
+    tensor core's alignment). 512-1024 tokens: 64; 9-47 tokens: 8, where padding to 64 would
+    double the work."""
+    middle = (low + high) / 2
+    return next((m for m in (PAD_MULTIPLE, 32, 16) if m / 2 <= PAD_SHARE * middle), 8)
 
 _RANGE = re.compile(r"(\S+) (\d+)-(\d+)")
 
@@ -48,15 +61,34 @@ def is_length(where: str, high: int, batch_size: int | None) -> bool:
             or (batch_size is not None and high > batch_size))
 
 
-def padding_note(shape_range: str, shape_count: int | None,
-                 multiple: int = PAD_MULTIPLE, *, batch_size: int | None = None,
-                 padded: int | None = None, cuda: bool = True) -> str:
+def _padded_to(lengths: list[tuple[str, int, int]]) -> str:
+    """"input_ids[1] and attention_mask[1] to a multiple of 64": each length with its own
+    `pad_multiple`, those of one multiple together."""
+    groups: dict[int, list[str]] = {}
+    for where, low, high in lengths:
+        groups.setdefault(pad_multiple(low, high), []).append(where)
+    parts = [f"{_joined(names)} to a multiple of {m}" for m, names in groups.items()]
+    return _joined(parts)
+
+
+def _advised(multiples: set[int]) -> str:
+    return f" ({next(iter(multiples))} is one)" if len(multiples) == 1 else " (those above are)"
+
+
+def _joined(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def padding_note(shape_range: str, shape_count: int | None, *, batch_size: int | None = None,
+                 padded: int | None = None, cuda: bool = True,
+                 compiled: bool | None = None) -> str:
     """One sentence for best.yaml: the shapes vary, over what, and what padding would allow
     (`batch_size`: the trial's, when known; a first dimension that grew past it is a length.
-    `padded`: the distinct shapes the trial's batches leave with every length padded to
-    `multiple`, `TrialResult.shape_count_padded`; else, for a result recorded before that
+    `padded`: the distinct shapes the trial's batches leave with every length padded to its
+    `pad_multiple`, `TrialResult.shape_count_padded`; else, for a result recorded before that
     count, what padding leaves of each length alone. `cuda`: measured on a GPU, where
-    reduce-overhead's CUDA graphs pay per shape too)."""
+    reduce-overhead's CUDA graphs pay per shape too. `compiled` False: the config runs eager,
+    which pays nothing per shape)."""
     static = ("a compile with static shapes or reduce-overhead's one CUDA graph per shape"
               if cuda else "a compile with static shapes")
     ranges = parse_ranges(shape_range)
@@ -73,26 +105,26 @@ def padding_note(shape_range: str, shape_count: int | None,
                 "samples a batch varies (a sampler batching by length, a last partial batch), so "
                 f"{static} pays for each batch size; batches of a fixed size (drop_last) keep "
                 "one.")
-    names = [r[0] for r in lengths]
-    named = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
     if padded is not None:
         shapes = f"{padded} {'shape' if padded == 1 else 'shapes'}"
         leave = f"{padded} of the {shape_count} shapes seen" if shape_count else shapes
         pay = f"{padded}"
     else:  # recorded before that count: lengths that move together or apart are not told
-        left = max(padded_shapes(r[1], r[2], multiple) for r in lengths)
+        left = max(padded_shapes(low, high, pad_multiple(low, high)) for _, low, high in lengths)
         leave = f"at most {left} {'size' if left == 1 else 'sizes'}" + (
             " of each" if len(lengths) > 1 else "")
         pay = f"{left}" if len(lengths) == 1 else f"at most {left} sizes of each"
+    eager = (" The config runs eager, which pays nothing per shape: this is for a compiled step."
+             if compiled is False else "")
     return (f"Batch shapes vary from batch to batch ({shape_range}{seen}): padding "
-            f"{named} to a multiple of {multiple} would leave {leave}, so {static} would pay "
-            f"for {pay}, not one per length.{samples}")
+            f"{_padded_to(lengths)} would leave {leave}, so {static} would pay for {pay}, not "
+            f"one per length.{samples}{eager}")
 
 
 def shapes_block(*, vary: bool | None, shape_range: str | None, count: int | None,
                  dynamic: bool | None, batch_size: int | None = None,
                  padded: int | None = None, recompile_multiple: int | None = None,
-                 cuda: bool = True) -> dict[str, Any] | None:
+                 cuda: bool = True, compiled: bool | None = None) -> dict[str, Any] | None:
     """best.yaml's `shapes:`: whether the batches' shapes vary, over what, how many were seen,
     whether the compile was dynamic, and what padding would allow (`recompile_multiple`: the
     multiple `recompiles.divisor` reads from `TrialResult.recompile_reason`). None when not
@@ -102,12 +134,14 @@ def shapes_block(*, vary: bool | None, shape_range: str | None, count: int | Non
     if not vary:
         return {"vary": False}
     note = padding_note(shape_range or "", count, batch_size=batch_size, padded=padded,
-                        cuda=cuda)
+                        cuda=cuda, compiled=compiled)
     if recompile_multiple:
         m = recompile_multiple
+        advised = {pad_multiple(low, high) for where, low, high in parse_ranges(shape_range or "")
+                   if is_length(where, high, batch_size)}
         note += (" Its compile recompiled on guards testing the lengths' divisibility (a "
                  f"kernel's alignment): lengths padded to a multiple of {m}"
-                 + (f" ({PAD_MULTIPLE} is one)" if PAD_MULTIPLE % m == 0 else "")
-                 + " keep those guards true.")
+                 + (_advised(advised) if advised and all(a % m == 0 for a in advised)
+                    else "") + " keep those guards true.")
     return {"vary": True, "range": shape_range, "distinct": count, "dynamic_compile": dynamic,
             "note": note}

@@ -69,7 +69,7 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
                                count=result.shape_count, dynamic=result.dynamic_shapes,
                                batch_size=config.batch_size, padded=result.shape_count_padded,
                                recompile_multiple=divisor(result.recompile_reason),
-                               cuda=_on_gpu(result)),
+                               cuda=_on_gpu(result), compiled=config.compile != "none"),
         "measurement": {
             "trial": best.number,
             "spread": rounded(result.spread),

@@ -193,7 +193,7 @@ def _print_shape_notes(console: Console, ok: list[dict[str, Any]],
     if varied is not None:
         console.print(padding_note(varied["shape_range"] or "", varied["shape_count"],
                       batch_size=varied["batch_size"], padded=varied["shape_count_padded"],
-                      cuda=cuda))
+                      cuda=cuda, compiled=varied["compile"] != "none"))
     for r in _kept_compiling(rows)[:3]:
         console.print(escape(f"trial {r['number']}: " + recompile_note(
             r["recompiles"], r["recompile_seconds"], r["recompile_reason"])))

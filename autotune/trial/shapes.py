@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from autotune.contract.shapes import PAD_MULTIPLE, format_ranges, is_length
+from autotune.contract.shapes import format_ranges, is_length, pad_multiple
 
 __all__ = ["MAX_LEAVES", "PER_SAMPLE", "BatchSizes", "ShapeLog", "Signature", "device_of",
            "leaves", "signature", "varying_dims"]
@@ -173,20 +173,23 @@ class ShapeLog:
         return format_ranges((f"{path or 'batch'}[{dim}]", low, high)
                              for (path, dim), (low, high) in self._merged().items())
 
-    def padded_count(self, multiple: int = PAD_MULTIPLE) -> int | None:
+    def padded_count(self) -> int | None:
         """Distinct shapes left of those seen once every varying length (`contract.shapes.
-        is_length`, the note's rule) is padded up to `multiple`: exact for these batches, where
+        is_length`, the note's rule) is padded up to its `pad_multiple`: exact for these batches, where
         padding each length alone only bounds it (a tokenizer's input_ids and attention_mask
         move together; a seq2seq batch's source and target lengths apart). None when no length
         varies."""
         general = _per_sample(self._ranks, self.batch_size)
-        lengths = {key for key, (_, high) in self._merged().items()
+        lengths = {key: pad_multiple(low, high) for key, (low, high) in self._merged().items()
                    if is_length(f"{key[0] or 'batch'}[{key[1]}]", high, self.batch_size)}
         if not lengths:
             return None
-        return len({tuple((path, tuple(-(-size // multiple) * multiple
-                                       if (general.get(path, path), dim) in lengths else size
-                                       for dim, size in enumerate(shape)))
+
+        def padded(path: str, dim: int, size: int) -> int:
+            multiple = lengths.get((general.get(path, path), dim))
+            return size if multiple is None else -(-size // multiple) * multiple
+
+        return len({tuple((path, tuple(padded(path, dim, size) for dim, size in enumerate(shape)))
                           for path, shape in sig) for sig in self.seen})
 
     def facts(self) -> ShapeFacts:
@@ -206,7 +209,7 @@ class ShapeFacts:
     count: int
     """Distinct shapes seen: under `reduce-overhead`, one CUDA graph each."""
     padded: int | None = None
-    """Distinct shapes left once every varying length is padded to `PAD_MULTIPLE`
+    """Distinct shapes left once every varying length is padded to its `pad_multiple`
     (`ShapeLog.padded_count`); None when no length varies."""
 
 

@@ -49,6 +49,6 @@ def test_the_note_says_how_many_how_long_the_last_guard_and_the_padding() -> Non
     block = shapes_block(vary=True, shape_range="input_ids[1] 64-512", count=40, dynamic=True,
                          recompile_multiple=16)
     assert block is not None and "lengths padded to a multiple of 16" in block["note"]
-    assert "(64 is one)" in block["note"]
+    assert "(32 is one)" in block["note"]  # 64-512 tokens: padded to 32
     plain = shapes_block(vary=True, shape_range="input_ids[1] 64-512", count=40, dynamic=True)
     assert plain is not None and "divisibility" not in plain["note"]

@@ -281,6 +281,10 @@ def test_varying_shapes_and_recompiles_go_into_best_yaml(tmp_path: Path) -> None
     assert shapes["vary"] and shapes["range"] == "input_ids[1] 512-1024"
     assert shapes["distinct"] == 437 and shapes["dynamic_compile"]
     assert "a multiple of 64 would leave at most 9 sizes" in shapes["note"]  # from the range
+    assert "runs eager, which pays nothing per shape" in shapes["note"]  # compile "none"
+    compiled = document(tmp_path, measured(config=TrainConfig(batch_size=8, compile="default"),
+                                           shapes_vary=True, shape_range="input_ids[1] 512-1024"))
+    assert "runs eager" not in compiled["shapes"]["note"]
     counted = document(tmp_path, measured(shapes_vary=True, shape_range="input_ids[1] 512-1024",
                                           shape_count=437, shape_count_padded=7))
     assert "would leave 7 of the 437 shapes seen" in counted["shapes"]["note"]  # the trial's

@@ -138,18 +138,23 @@ def test_the_padded_count_is_exact_for_the_batches_seen() -> None:
     for n in range(455, 475):
         text.add(signature({"input_ids": torch.zeros(8, n), "attention_mask": torch.zeros(8, n)}))
     text.add(signature({"input_ids": torch.zeros(8, 512), "attention_mask": torch.zeros(8, 512)}))
-    assert text.count == 21 and text.padded_count(64) == 1 and text.facts().padded == 1
+    assert text.count == 21 and text.padded_count() == 1 and text.facts().padded == 1
     # A seq2seq batch (held out, 2-CPU VM, 2026-11-27): source and target lengths vary apart,
-    # each padded lands on 2 sizes here, and the pairs seen leave 3 of the 4 combinations.
+    # each padded to 64 lands on 2 and 4 sizes here, and the pairs seen leave 3.
     pairs = ShapeLog(batch_size=8)
-    for src, tgt in ((60, 30), (70, 40), (70, 70), (65, 50)):
+    for src, tgt in ((600, 300), (700, 400), (700, 700), (690, 420)):
         pairs.add(signature({"input_ids": torch.zeros(8, src), "labels": torch.zeros(8, tgt)}))
-    assert pairs.padded_count(64) == 3  # (64, 64), (128, 64), (128, 128)
+    assert pairs.padded_count() == 3  # (640, 320), (704, 448), (704, 704)
+    # Short lengths pad to a smaller multiple (`pad_multiple`): 10-20 tokens to 8.
+    short = ShapeLog(batch_size=8)
+    for n in (10, 15, 16, 20):
+        short.add(signature(torch.zeros(8, n)))
+    assert short.padded_count() == 2  # 16, 24
     # The batch dimension is no length: a last partial batch stays a shape of its own.
     partial = ShapeLog(batch_size=8)
-    for rows, n in ((8, 10), (8, 20), (3, 20)):
+    for rows, n in ((8, 100), (8, 110), (3, 110)):
         partial.add(signature(torch.zeros(rows, n)))
-    assert partial.padded_count(64) == 2
+    assert partial.padded_count() == 2  # 100-110 tokens padded to 16: (8, 112), (3, 112)
     # Only the number of samples varies: nothing to pad.
     samples = ShapeLog(batch_size=8)
     for rows in (8, 3):
@@ -161,8 +166,13 @@ def test_lengths_of_a_list_held_per_sample_are_padded_as_one() -> None:
     log = ShapeLog(batch_size=4)
     log.add(signature(detection_batch([64, 80, 96, 64], [1, 2, 3, 1])))
     log.add(signature(detection_batch([128, 64, 64, 96], [5, 1, 2, 2])))
-    assert log.count == 2 and log.padded_count(64) == 2  # one image of 128 pixels in the second
-    assert log.padded_count(256) == 1
+    # 64-128 pixels padded to 16 and 1-5 boxes to 8: the images keep their sizes, so the two
+    # batches stay two shapes (the boxes pad as one).
+    assert log.count == 2 and log.padded_count() == 2
+    boxes = ShapeLog(batch_size=4)
+    boxes.add(signature(detection_batch([64, 64, 64, 64], [1, 2, 3, 1])))
+    boxes.add(signature(detection_batch([64, 64, 64, 64], [5, 1, 2, 2])))
+    assert boxes.count == 2 and boxes.padded_count() == 1
 
 
 def test_a_shape_is_new_to_the_step_the_first_time_a_step_runs_it() -> None:
