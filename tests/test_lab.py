@@ -210,7 +210,7 @@ def test_rows_whose_runs_disagree_are_warned_about_with_the_measured_cause(
     results = {1: [ok(100.0), ok(104.0)],  # agree: no warning
                2: [ok(100.0), TrialResult(status=Status.OK, throughput=160.0, noise=busy)]}
     assert noise_warnings(rows, results, unit="samples") == [
-        "row 2 (+ bf16 autocast): runs disagree by 46% (100 to 160 samples/s); likely cause: "
+        "row 2 (+ bf16 autocast): runs disagree by 1.6x (100 to 160 samples/s); likely cause: "
         "run 2: other processes kept 1.2 of the trial's 2 CPUs busy"]
 
 

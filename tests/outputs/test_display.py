@@ -316,7 +316,7 @@ def test_noisy_confirmation_runs_get_a_warning_naming_the_measured_cause() -> No
     display.confirm_result(steady, TrialResult(status=Status.OK, throughput=810.0))
     display.finished(winner(3, 10750.0, 805.0))
     text = printed(display)
-    assert ("warning: trial #3: runs disagree by 72% (6.9k to 14.6k samples/s); likely cause: "
+    assert ("warning: trial #3: runs disagree by 2.12x (6.9k to 14.6k samples/s); likely cause: "
             "run 1: other processes kept 1.6 of the trial's 2 CPUs busy (busiest: python3 "
             "(pid 4242) 1.2)") in text
     assert "trial #0:" not in text  # its runs agree
