@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     for row in rows:
         console.print(f"  {row.index}. {row.name}: {row.config.describe()}")
     if tuned is not None:
-        from autotune.outputs.best import batch_change
+        from autotune.outputs.batch_note import batch_change
 
         # Rows 1-4 train the adapter's effective batch; a YAML found with
         # --vary-global-batch may not, and then its row computes a different step.

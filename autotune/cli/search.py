@@ -256,8 +256,8 @@ def _report_end(search: Search, winner: Winner | None, space: SearchSpace,
     if winner is None:
         return 1
     if winner.record.config is not None:
-        from autotune.outputs.best import (batch_change, conv_note, items_note,
-                                           params_not_measured, params_note)
+        from autotune.outputs.batch_note import batch_change
+        from autotune.outputs.best import conv_note, items_note, params_not_measured, params_note
         from autotune.outputs.report import declared_values
         from autotune.study.policy.batching import (loader_on_device, loader_sets_batch,
                                                     on_device_note, unbatched_note)
@@ -265,7 +265,8 @@ def _report_end(search: Search, winner: Winner | None, space: SearchSpace,
 
         recs = read_records(search.study)
         unbatched, device = loader_sets_batch(recs), loader_on_device(recs)
-        for note in (batch_change(winner.record.config, space.baseline.effective_batch),
+        for note in (batch_change(winner.record.config, space.baseline.effective_batch,
+                                  winner.record.result.epoch_batches),
                      conv_note(winner.record.result, space.values("memory_format")),
                      items_note(search.adapter, recs, winner.record.result.unit),
                      None if unbatched is None else

@@ -216,9 +216,10 @@ class TrialResult:
     shape_count: int | None = None
     """Distinct batch shapes seen: under `reduce-overhead`, one CUDA graph each."""
     shape_count_padded: int | None = None
-    """Distinct batch shapes left of those seen once every varying length is padded to a
-    multiple, each its own `contract.shapes.pad_multiple` (None: no length varied, or not
-    measured)."""
+    """Distinct batch shapes left of those seen once each varying length is padded to its
+    `contract.shapes.pad_multiple` (None: no length varied, or not measured)."""
+    epoch_batches: int | None = None
+    """Batches in one epoch of the trial's loader (None: it has no length)."""
     batch_items: float | None = None
     """Items (`Adapter.items`) per micro-batch, the mean over the batches the trial pulled: what
     its batch_size bought. A loader that makes its own batches pulls as many at any batch_size

@@ -5,17 +5,16 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from autotune.adapter import Adapter, defines
 from autotune.contract.allocator import ALLOC_ENV, host_heap_env
-from autotune.contract.config import TrainConfig
 from autotune.contract.fmt import rounded
 from autotune.contract.recompiles import divisor
 from autotune.contract.result import Fingerprint, Status, TrialResult
 from autotune.contract.shapes import shapes_block
+from autotune.outputs.batch_note import effective_batch
 from autotune.outputs.decision import decision_block
 from autotune.study.confirmation.winner import Winner
 from autotune.study.store.records import TrialRecord
@@ -25,8 +24,7 @@ from autotune.study.store.study_attrs import StudyInfo
 if TYPE_CHECKING:
     from autotune.study.search import SearchSettings
 
-__all__ = ["batch_change", "best_document", "effective_batch", "items_note", "params_not_measured",
-           "params_note", "yaml_header"]
+__all__ = ["best_document", "items_note", "params_not_measured", "params_note", "yaml_header"]
 
 # Above this share of CPU time taken by the hypervisor, best.yaml warns that CPU-bound rates
 # will move between runs (steal is time this VM was ready to run and was not allowed to).
@@ -51,7 +49,7 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
         # The adapter's own knobs: `load_config("best.yaml").params`, as its methods read them.
         **({"params": dict(config.params)} if config.params else {}),
         "env": {ALLOC_ENV: config.alloc_conf, **host_heap_env(settings.device)},
-        "effective_batch": effective_batch(config, adapter_batch),
+        "effective_batch": effective_batch(config, adapter_batch, result.epoch_batches),
         "throughput": {"value": rounded(winner.throughput), "unit": f"{unit}/s", "from": how},
         "baseline": ({"value": rounded(winner.baseline), "unit": f"{unit}/s"}
                      if winner.baseline else None),
@@ -130,31 +128,6 @@ def _study_block(winner: Winner) -> dict[str, Any]:
                          "single measurement, so that its best trial (and optuna-dashboard's) is "
                          "this winner; the confirmed rate is throughput.value")
     return block
-
-
-def effective_batch(config: TrainConfig, adapter_batch: int | None) -> dict[str, Any]:
-    """`batch_size x grad_accum` of `config` beside the adapter's; when they differ (only when
-    the search was asked to vary it), the factor and what it means for the learning rate."""
-    doc: dict[str, Any] = {"value": config.effective_batch, "adapter": adapter_batch}
-    note = batch_change(config, adapter_batch)
-    if note is not None and adapter_batch is not None:  # a note says the batch changed
-        doc["factor"] = rounded(config.effective_batch / adapter_batch)
-        doc["note"] = note
-    return doc
-
-
-def batch_change(config: TrainConfig, adapter_batch: int | None) -> str | None:
-    """One line on a changed effective batch and the learning rate, or None when unchanged."""
-    if adapter_batch is None or config.effective_batch == adapter_batch:
-        return None
-    factor = config.effective_batch / adapter_batch
-    # Linear scaling for SGD (Goyal et al. 2017, "Accurate, Large Minibatch SGD"); square-root
-    # scaling for Adam-like optimizers (Malladi et al. 2022, "On the SDEs and Scaling Rules for
-    # Adaptive Gradient Algorithms"). Both are starting points, not guarantees.
-    return (f"the effective batch (batch_size x grad_accum = {config.effective_batch}) is "
-            f"{factor:.3g}x the adapter's {adapter_batch}: scale the learning rate (linear, "
-            f"lr x {factor:.3g}, for SGD-like optimizers; square root, lr x "
-            f"{math.sqrt(factor):.3g}, for Adam-like ones) or re-tune it")
 
 
 def params_not_measured(declared: Mapping[str, Sequence[Any]], recs: Sequence[TrialRecord]

@@ -184,6 +184,7 @@ def _result(got: _Reached, memory: Memory, *, status: Status, reason: str = "",
         shape_count=None if timed is None else timed.shapes.count,
         shape_count_padded=None if timed is None else timed.shapes.padded,
         batch_items=None if got.step is None else got.step.shapes.amounts.mean_items(),
+        epoch_batches=None if got.step is None else got.step.epoch_batches(),
         batch_numel=None if got.step is None else got.step.shapes.amounts.mean_numel(),
         # The tool's own DataLoader only: a make_loader may move batches its workers made.
         batch_device=None if got.step is None or defines(type(got.step.adapter), "make_loader")

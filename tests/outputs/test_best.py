@@ -183,6 +183,22 @@ def test_a_changed_effective_batch_gets_a_learning_rate_note(
     assert yaml.safe_load(yaml_header(doc) + yaml.safe_dump(doc))["effective_batch"] == block
 
 
+def test_a_changed_batch_an_epoch_barely_holds_is_said(tmp_path: Path) -> None:
+    # A held-out search on 500 images picked 256 x 4 (2-CPU VM, 2026-11-28): one batch an
+    # epoch, an optimizer step every four epochs, and best.yaml said nothing of it.
+    record = measured(config=TrainConfig(batch_size=256, grad_accum=4), epoch_batches=1)
+    doc = best_document(Winner(record, 300.0, 100.0, None), INFO, None, settings(tmp_path),
+                        adapter_batch=32)
+    note = doc["effective_batch"]["note"]
+    assert ("An epoch of the dataset is about 256 samples: 0.25 optimizer steps at this batch "
+            "against 8 at the adapter's.") in note
+    # An epoch of many steps at the new batch: the learning-rate note alone.
+    roomy = measured(config=TrainConfig(batch_size=256, grad_accum=4), epoch_batches=400)
+    doc = best_document(Winner(roomy, 300.0, 100.0, None), INFO, None, settings(tmp_path),
+                        adapter_batch=32)
+    assert "epoch" not in doc["effective_batch"]["note"]
+
+
 def test_without_a_baseline_the_effective_batch_is_stated_alone(tmp_path: Path) -> None:
     doc = best_document(Winner(measured(), 300.0, None, None), INFO, None, settings(tmp_path))
     assert doc["effective_batch"] == {"value": 8, "adapter": None}

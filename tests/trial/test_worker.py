@@ -59,6 +59,7 @@ def test_run_trial_measures_and_records_its_phases(tmp_path: Path, tiny_adapter:
     assert result.optimizer_impls == ("default", "foreach", "fused")  # the values SGD takes
     # What a batch held: 8 samples, each 8 features and a label (what batch_size bought).
     assert (result.batch_items, result.batch_numel) == (8, 8 * 8 + 8)
+    assert result.epoch_batches == 512 // 8  # the loader's epoch (best.yaml's batch note)
     assert result.windows == len(result.window_throughputs) >= 3
     assert result.rising_windows is not None and result.rising_windows >= 0  # carried over
     assert result.warmup_steps is not None and result.warmup_steps >= QUICK.min_warmup_steps
