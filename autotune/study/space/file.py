@@ -9,8 +9,9 @@ A space file maps knob names to a domain and an optional condition::
     adapter:                                    # the adapter's own knobs (`Adapter.knobs`),
       pad_to_multiple_of: {choices: [1024]}     # narrowed or replaced (`adapter_knobs`)
 
-Read by `yaml.safe_load`, conditions by a small grammar (`KNOB OP VALUE`, `and`), never evaluated.
-Errors name the file, the key and what is allowed, before any trial; impossible combinations never run.
+Read with `yaml.safe_load`; conditions by a small grammar (`KNOB OP VALUE`, joined by `and`),
+never evaluated. Every error names the file, the key and what is allowed, before any trial runs.
+Impossible combinations (prefetch without workers, a batch not dividing the global one) never run.
 
 By default every config keeps the adapter's effective batch (`global_batch_size`, else
 `batch_size`): the micro-batch takes the space's sizes that divide it and `grad_accum` follows,
@@ -219,10 +220,8 @@ def _parse_knob(name: str, body: Any, spec: KnobSpec | None = None, where: str =
     else:
         choices = tuple(_check_value(v, spec, where) for v in _list(body["choices"], where, "choices"))
         choices = tuple(dict.fromkeys(choices))
-    if name == "intra_op_threads":  # above the CPUs: 466 images/s vs 7.6k (2-CPU VM, 4); null's
-        omp = os.environ.get("OMP_NUM_THREADS", "")  # count (PyTorch's default) runs null twice
-        null = (int(omp) if omp.isdigit() else cpus) if None in choices else 0
-        choices = tuple(c for c in choices if c is None or c <= cpus and c != null)
+    if name == "intra_op_threads":  # more than the CPUs it may use: 466 images/s vs 7.6k
+        choices = tuple(c for c in choices if c is None or c <= cpus)  # (2-CPU VM, 4 threads)
     if name == "batch_size" and fixed is not None:
         # Sizes that do not divide the effective batch (larger ones included) cannot keep it.
         choices = _nonempty(tuple(b for b in choices if fixed % b == 0), where, fixed, adapter)
