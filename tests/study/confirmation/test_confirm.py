@@ -297,12 +297,13 @@ def cand(number: int, search: float, *, baseline: bool = False, duration: float 
 
 
 def timed_confirmation(tmp_path: Path, cands: list[Candidate], runner: Any, *,
-                       lengths: dict[int, float], deadline: float, seed: int) -> None:
-    """run_confirmation on a simulated clock: each run moves it on by its trial's length."""
+                       lengths: dict[int, float] | None, deadline: float, seed: int) -> None:
+    """run_confirmation on a simulated clock: each run moves it on by its trial's length
+    (None: by the seconds its result says it took)."""
     now = [0.0]
 
     def timed(cand: Candidate, result: TrialResult) -> None:
-        now[0] += lengths[cand.trial]
+        now[0] += lengths[cand.trial] if lengths is not None else result.duration_seconds or 0.0
 
     run_confirmation(cands, adapter=Path("a.py"), device="cpu", runner=runner,
                      out=tmp_path / str(seed), repeats=2, trial_timeout=300.0, seed=seed,
@@ -836,6 +837,25 @@ def test_under_a_deadline_the_baseline_runs_right_after_the_leader_until_it_has_
         timed_confirmation(tmp_path, cands, runner, lengths=defaultdict(lambda: 30.0),
                            deadline=1000.0, seed=seed)
         assert runner.order[:2] == [5, 0]
+
+
+def test_once_the_leader_has_its_runs_a_config_not_yet_run_goes_first(tmp_path: Path) -> None:
+    # A held-out MobileNetV3 search (H200, 2026-11-28), its seconds: the leader's fresh runs
+    # took 55 and 44 s, then a third 39 s, while its near twins, 3.87k and 3.74k in the search
+    # (the leader 4.0k), never ran and the verdict was "too few runs". Once the leader has its
+    # two runs, a third is owed nothing: the fastest twin not yet run goes first.
+    def took(seconds: float, *rates: float) -> list[TrialResult]:
+        return [r.replace(duration_seconds=seconds) for r in oks(*rates)]
+
+    for seed in range(6):
+        runner = ScriptedRunner({
+            9: [r.replace(duration_seconds=d) for r, d in
+                zip(oks(3770.0, 3480.0, 3850.0), (55.5, 44.3, 38.9))],
+            8: took(33.0, 3800.0, 3790.0), 10: took(33.0, 3700.0), 0: took(19.5, 630.0)})
+        cands = [cand(9, 4000.0, duration=16.1), cand(8, 3870.0, duration=16.6),
+                 cand(10, 3740.0, duration=15.0), cand(0, 711.0, baseline=True, duration=25.1)]
+        timed_confirmation(tmp_path, cands, runner, lengths=None, deadline=185.0, seed=seed)
+        assert runner.order == [9, 0, 9, 8], runner.order
 
 
 def test_a_config_far_behind_gives_way_to_the_leaders_second_run(tmp_path: Path) -> None:
