@@ -207,6 +207,8 @@ def _checks(space: SearchSpace, best: TrialRecord, device: str) -> list[TrainCon
         checks.append(config.replace(compile="none"))
     elif (compiled := _compiled(space, best, device)) is not None:
         checks.append(compiled)
+        if (graphs := _graphs(space, best, device)) is not None:
+            checks.append(graphs)
     scopes = [s for s in space.values("compile_scope") if s != config.compile_scope]
     if config.compile != "none" and verdict is not Verdict.INPUT and scopes:
         # The loss compiled with the model: a loss outside the model runs eagerly otherwise
@@ -251,6 +253,26 @@ def _compiled(space: SearchSpace, best: TrialRecord, device: str) -> TrainConfig
             or not compile_may_pay(best, device):
         return None
     return best.config.replace(compile="default")
+
+
+GRAPHS_BUSY = 0.85
+"""An eager GPU step diagnosed compute-bound whose kernels ran less than this share of its time
+with data resident is checked under CUDA graphs as well as compiled: a held-out MobileNetV3
+(H200, 2026-11-28) read 64% busy, just above the overhead verdict's bar, its `default` compile
+ran 0.80x the eager step, and reduce-overhead, never tried, had run 1.27x it on another host."""
+
+
+def _graphs(space: SearchSpace, best: TrialRecord, device: str) -> TrainConfig | None:
+    """The eager best under CUDA graphs (`reduce-overhead`) when it is compute-bound with the
+    GPU idle for a sizable share of its step (`GRAPHS_BUSY`) and its shapes few; else None."""
+    assert best.config is not None
+    result = best.result
+    busy = result.diagnosis.gpu_busy_fraction if result and result.diagnosis else None
+    if device != "cuda" or best.verdict is not Verdict.COMPUTE or busy is None \
+            or busy >= GRAPHS_BUSY or "reduce-overhead" not in space.values("compile") \
+            or many_shapes(result):
+        return None
+    return best.config.replace(compile="reduce-overhead")
 
 
 def _label(space: SearchSpace, configs: list[TrainConfig]) -> list[Start]:

@@ -41,10 +41,11 @@ def space_of(raw: dict[str, Any], device: str = "cpu", cpus: int = 4) -> SearchS
 
 
 def done(number: int, config: TrainConfig, verdict: Verdict | None, *, role: str = "recipe",
-         status: Status = Status.OK, throughput: float = 100.0) -> TrialRecord:
+         status: Status = Status.OK, throughput: float = 100.0,
+         gpu_busy: float | None = None) -> TrialRecord:
     diagnosis = None if verdict is None else Diagnosis(
         verdict=verdict, suggestion="", throughput=throughput, loader_rate=None,
-        compute_rate=None, data_wait_fraction=0.0, gpu_busy_fraction=None)
+        compute_rate=None, data_wait_fraction=0.0, gpu_busy_fraction=gpu_busy)
     result = TrialResult(status=status, throughput=throughput if status is Status.OK else None,
                          diagnosis=diagnosis)
     return TrialRecord(number=number, state=TrialState.COMPLETE,
@@ -320,6 +321,27 @@ def test_on_a_gpu_the_checks_keep_the_graph_and_fewer_workers_only_when_not_inpu
     eager = done(1, config.replace(compile="none"), verdict)
     assert config.replace(compile="none", prefetch_factor=2) not in \
         ups(space_of(GPU_SPACE, device="cuda", cpus=8), eager, eager, device="cuda")
+
+
+@pytest.mark.parametrize(("busy", "graphs"), [(0.64, True), (0.92, False), (None, False)])
+def test_an_eager_best_with_the_gpu_often_idle_is_checked_under_cuda_graphs_too(
+        busy: float | None, graphs: bool) -> None:
+    # A held-out MobileNetV3 (H200, 2026-11-28): its eager leader, compute-bound with kernels
+    # running 64% of its step, compiled `default` at 0.80x and was never tried under CUDA graphs,
+    # which had run 1.27x the eager leader on another host.
+    raw = {**GPU_SPACE, "compile": {"choices": ["none", "default", "reduce-overhead"]}}
+    config = TrainConfig(batch_size=64, num_workers=8, prefetch_factor=4, pin_memory=True,
+                         persistent_workers=True, amp_dtype="bf16")
+    space = space_of(raw, device="cuda", cpus=8)
+    best = done(1, config, Verdict.COMPUTE, gpu_busy=busy, role="eager: x")
+    checks = ups(space, best, best, device="cuda")
+    assert checks[0] == config.replace(compile="default")
+    assert (checks[1] == config.replace(compile="reduce-overhead")) is graphs
+    assert (config.replace(compile="reduce-overhead") in checks) is graphs
+    # Overhead-bound, CUDA graphs are the climb itself, once.
+    launch = done(1, config, Verdict.OVERHEAD, gpu_busy=0.4, role="eager: x")
+    assert ups(space, launch, launch, device="cuda").count(
+        config.replace(compile="reduce-overhead")) == 1
 
 
 @pytest.mark.parametrize("verdict", [Verdict.COMPUTE, Verdict.OVERHEAD, Verdict.INPUT])
