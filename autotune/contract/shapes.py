@@ -139,9 +139,11 @@ def shapes_block(*, vary: bool | None, shape_range: str | None, count: int | Non
         m = recompile_multiple
         advised = {pad_multiple(low, high) for where, low, high in parse_ranges(shape_range or "")
                    if is_length(where, high, batch_size)}
+        kept = advised and all(a % m == 0 for a in advised)
         note += (" Its compile recompiled on guards testing the lengths' divisibility (a "
                  f"kernel's alignment): lengths padded to a multiple of {m}"
-                 + (_advised(advised) if advised and all(a % m == 0 for a in advised)
-                    else "") + " keep those guards true.")
+                 + (_advised(advised) if kept else "") + " keep those guards true"
+                 + (f": pad to a multiple of {math.lcm(m, *advised)} rather than the one above."
+                    if advised and not kept else "."))
     return {"vary": True, "range": shape_range, "distinct": count, "dynamic_compile": dynamic,
             "note": note}

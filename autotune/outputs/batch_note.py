@@ -44,7 +44,7 @@ def batch_change(config: TrainConfig, adapter_batch: int | None,
             f"lr x {factor:.3g}, for SGD-like optimizers; square root, lr x "
             f"{math.sqrt(factor):.3g}, for Adam-like ones) or re-tune it")
     steps = epoch_batches / config.grad_accum if epoch_batches else None
-    if steps is not None and steps < MIN_EPOCH_STEPS:
+    if steps is not None and steps < MIN_EPOCH_STEPS and factor > 1:  # fewer steps than before
         samples = epoch_batches * config.batch_size
         text += (f". An epoch of the dataset is about {samples} samples: {steps:.3g} optimizer "
                  f"steps at this batch against {samples / adapter_batch:.3g} at the adapter's. "

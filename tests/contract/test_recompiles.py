@@ -50,5 +50,11 @@ def test_the_note_says_how_many_how_long_the_last_guard_and_the_padding() -> Non
                          recompile_multiple=16)
     assert block is not None and "lengths padded to a multiple of 16" in block["note"]
     assert "(32 is one)" in block["note"]  # 64-512 tokens: padded to 32
+    # A guard asking for more than the note advised (9-47 tokens: 8) names the multiple that
+    # keeps both, so the advice does not keep the compile going.
+    short = shapes_block(vary=True, shape_range="input_ids[1] 9-47", count=30, dynamic=True,
+                         recompile_multiple=16)
+    assert short is not None and short["note"].endswith(
+        "keep those guards true: pad to a multiple of 16 rather than the one above.")
     plain = shapes_block(vary=True, shape_range="input_ids[1] 64-512", count=40, dynamic=True)
     assert plain is not None and "divisibility" not in plain["note"]

@@ -197,6 +197,11 @@ def test_a_changed_batch_an_epoch_barely_holds_is_said(tmp_path: Path) -> None:
     doc = best_document(Winner(roomy, 300.0, 100.0, None), INFO, None, settings(tmp_path),
                         adapter_batch=32)
     assert "epoch" not in doc["effective_batch"]["note"]
+    # A smaller effective batch takes more steps an epoch than the adapter's: nothing to say.
+    smaller = measured(config=TrainConfig(batch_size=8, grad_accum=1), epoch_batches=4)
+    doc = best_document(Winner(smaller, 300.0, 100.0, None), INFO, None, settings(tmp_path),
+                        adapter_batch=32)
+    assert "epoch" not in doc["effective_batch"]["note"]
 
 
 def test_without_a_baseline_the_effective_batch_is_stated_alone(tmp_path: Path) -> None:

@@ -140,7 +140,7 @@ def test_the_padded_count_is_exact_for_the_batches_seen() -> None:
     text.add(signature({"input_ids": torch.zeros(8, 512), "attention_mask": torch.zeros(8, 512)}))
     assert text.count == 21 and text.padded_count() == 1 and text.facts().padded == 1
     # A seq2seq batch (held out, 2-CPU VM, 2026-11-27): source and target lengths vary apart,
-    # each padded to 64 lands on 2 and 4 sizes here, and the pairs seen leave 3.
+    # each padded to 64 lands on 2 and 3 sizes here, and the pairs seen leave 3.
     pairs = ShapeLog(batch_size=8)
     for src, tgt in ((600, 300), (700, 400), (700, 700), (690, 420)):
         pairs.add(signature({"input_ids": torch.zeros(8, src), "labels": torch.zeros(8, tgt)}))

@@ -207,8 +207,8 @@ def _checks(space: SearchSpace, best: TrialRecord, device: str) -> list[TrainCon
         checks.append(config.replace(compile="none"))
     elif (compiled := _compiled(space, best, device)) is not None:
         checks.append(compiled)
-        if (graphs := _graphs(space, best, device)) is not None:
-            checks.append(graphs)
+    if config.compile == "none" and (graphs := _graphs(space, best, device)) is not None:
+        checks.append(graphs)
     scopes = [s for s in space.values("compile_scope") if s != config.compile_scope]
     if config.compile != "none" and verdict is not Verdict.INPUT and scopes:
         # The loss compiled with the model: a loss outside the model runs eagerly otherwise

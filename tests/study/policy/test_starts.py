@@ -338,6 +338,10 @@ def test_an_eager_best_with_the_gpu_often_idle_is_checked_under_cuda_graphs_too(
     assert checks[0] == config.replace(compile="default")
     assert (checks[1] == config.replace(compile="reduce-overhead")) is graphs
     assert (config.replace(compile="reduce-overhead") in checks) is graphs
+    # A space without the default compile still checks CUDA graphs.
+    graphs_only = {**GPU_SPACE, "compile": {"choices": ["none", "reduce-overhead"]}}
+    assert (config.replace(compile="reduce-overhead") in ups(
+        space_of(graphs_only, device="cuda", cpus=8), best, best, device="cuda")) is graphs
     # Overhead-bound, CUDA graphs are the climb itself, once.
     launch = done(1, config, Verdict.OVERHEAD, gpu_busy=0.4, role="eager: x")
     assert ups(space, launch, launch, device="cuda").count(
