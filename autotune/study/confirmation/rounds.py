@@ -22,7 +22,7 @@ from autotune.contract.request import MeasureSettings, TrialRequest
 from autotune.contract.result import Status, TrialResult
 from autotune.contract.stats import relative_spread
 from autotune.study.confirmation.candidate import Candidate, searched_seconds, warm_compile
-from autotune.study.confirmation.lead import standing
+from autotune.study.confirmation.lead import DISAGREE, disagreement, evidence, standing
 from autotune.study.confirmation.winner import pick_winner
 from autotune.study.execution.protocol import Runner
 from autotune.study.store import records, study_attrs
@@ -216,8 +216,24 @@ def next_round(cands: Sequence[Candidate], runs: dict[int, list[TrialResult]], *
                cap: int) -> list[Candidate]:
     """Who runs again: while some candidates are within the leader's noise, they and the
     leader, up to `cap` runs each; once all are behind, the leader alone until it has
-    `repeats` ok runs (its own spread is part of the verdict)."""
-    now = standing(summarize(cands, runs))
+    `repeats` ok runs (its own spread is part of the verdict). And the baseline, run fresh,
+    while its runs (with its search trial's while it has one) disagree by DISAGREE or more, up
+    to `repeats` + 1 runs, a median one outlier cannot set: every speedup is told against it. A held-out search on a loaded 2-CPU VM
+    (2026-11-28) read its baseline 5.03k in the search and 467 fresh, called the winner 40x,
+    and ended with 40 s of its budget unspent."""
+    summary = summarize(cands, runs)
+    wanted = _contested(cands, runs, summary, repeats=repeats, cap=cap)
+    base = next((c for c in cands if c.baseline and runs[c.trial]), None)
+    if base is not None and base not in wanted and len(runs[base.trial]) <= repeats and disagreement(
+            evidence(next(e for e in summary if e.trial == base.trial))) >= DISAGREE:
+        return [c for c in cands if c in wanted or c is base]
+    return wanted
+
+
+def _contested(cands: Sequence[Candidate], runs: dict[int, list[TrialResult]],
+               summary: list[ConfirmationEntry], *, repeats: int, cap: int) -> list[Candidate]:
+    """`next_round`'s leader and the candidates still within its noise."""
+    now = standing(summary)
     if now.leader is None:
         return []
     lead = next(c for c in cands if c.trial == now.leader.trial)

@@ -858,6 +858,27 @@ def test_once_the_leader_has_its_runs_a_config_not_yet_run_goes_first(tmp_path: 
         assert runner.order == [9, 0, 9, 8], runner.order
 
 
+def test_a_baseline_whose_runs_disagree_runs_again_while_time_is_left(tmp_path: Path) -> None:
+    # A held-out search on a loaded 2-CPU VM (2026-11-28): its baseline read 5.03k in the search
+    # and 467 in its one fresh run, the winner was called 40x, and 40 s of the budget were left.
+    for seed in range(4):
+        runner = ScriptedRunner({7: oks(18706.0, 18684.0), 0: oks(467.0, 4980.0, 5010.0)})
+        cands = [cand(7, 19127.0), cand(0, 5030.0, baseline=True)]
+        timed_confirmation(tmp_path, cands, runner, lengths=defaultdict(lambda: 10.0),
+                           deadline=150.0, seed=seed)
+        # Three runs, a median the outlier cannot set: 4.98k.
+        assert runner.count(0) == 3 and runner.count(7) == 2, runner.order
+    # Runs that agree, or a deadline that leaves no room: once.
+    agree = ScriptedRunner({7: oks(18706.0, 18684.0), 0: oks(4990.0, 5000.0)})
+    timed_confirmation(tmp_path, [cand(7, 19127.0), cand(0, 5030.0, baseline=True)], agree,
+                       lengths=defaultdict(lambda: 10.0), deadline=150.0, seed=9)
+    assert agree.count(0) == 1
+    short = ScriptedRunner({7: oks(18706.0, 18684.0), 0: oks(467.0, 4980.0)})
+    timed_confirmation(tmp_path, [cand(7, 19127.0), cand(0, 5030.0, baseline=True)], short,
+                       lengths=defaultdict(lambda: 10.0), deadline=35.0, seed=9)
+    assert short.count(0) == 1
+
+
 def test_a_config_far_behind_gives_way_to_the_leaders_second_run(tmp_path: Path) -> None:
     # The quick start on a 2-CPU VM (2026-11-26): forked search trials of 3-6 s planned the
     # confirmation, its fresh runs took 11 s each, and a config the search read at 0.69x the
