@@ -168,6 +168,17 @@ def test_heavy_data_wait_is_input_bound_though_the_loader_alone_reads_faster(
     assert verdict_of(loader=None, compute=None, wait=wait).verdict == expected
 
 
+def test_without_workers_a_faster_loader_that_was_waited_for_is_explained() -> None:
+    # A held-out stream on a 2-CPU VM (2026-11-28): "input-bound: the loader delivers 61.5k
+    # samples/s, the model consumes 29.6k" read as a contradiction. No workers: it loads in series.
+    d = verdict_of(loader=200.0, compute=150.0, wait=0.4, workers=0)
+    assert d.verdict == "input-bound"
+    assert ("but with no workers the loading runs in the training process between steps: at "
+            "most 85.7 samples/s together") in d.suggestion
+    assert "no workers" not in verdict_of(loader=200.0, compute=150.0, wait=0.4,
+                                          workers=4).suggestion
+
+
 @pytest.mark.parametrize(("busy", "expected"), [(0.28, "overhead-bound"), (0.9, "compute-bound")])
 def test_a_heavy_wait_beside_a_loader_many_times_the_step_is_the_hand_over(
     busy: float, expected: str
