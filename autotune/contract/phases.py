@@ -54,12 +54,14 @@ STUCK_STEP = 10.0
 
 def stalled(phase: str, seconds: float, *, compiling: bool = False, stepped: bool = False,
             windows: int = 0, first_step: float | None = None,
-            later_steps: tuple[int, float] | None = None) -> str:
+            later_steps: tuple[int, float] | None = None, before: float | None = None) -> str:
     """What a trial killed in `phase` after `seconds` there was doing, in words.
 
     `compiling`: the config compiles; `stepped`: a warm-up step had finished (`first_step`:
     its seconds); `windows`: timed windows so far; `later_steps`: the warm-up steps after the
-    first that compiled nothing, and their seconds (None: not known, or they recompiled).
+    first that compiled nothing, and their seconds (None: not known, or they recompiled);
+    `before`: the trial's seconds before this phase, said of a trial cut while measuring (a
+    held-out user read "still measuring after 1 s" of a trial that had warmed up for 27).
     """
     s = f"{seconds:.0f} s"
     if phase == Phase.START:
@@ -83,7 +85,8 @@ def stalled(phase: str, seconds: float, *, compiling: bool = False, stepped: boo
             return f"still compiling after {s} (the first step had not finished)"
         return f"the first step had not finished after {s}"
     if phase == Phase.WINDOWS:
-        return f"still measuring after {s} ({windows} timed window(s))"
+        ahead = f", {before:.0f} s starting and warming up before" if before else ""
+        return f"still measuring after {s} ({windows} timed window(s)){ahead}"
     if phase == Phase.DIAGNOSIS:
         return f"still diagnosing (loader alone, model alone) after {s}"
     raise ValueError(f"unknown trial phase {phase=}")

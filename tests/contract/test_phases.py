@@ -23,6 +23,9 @@ def test_phases_in_the_order_a_trial_goes_through_them() -> None:
         ("warmup", {"compiling": True, "stepped": True}, "still warming up after 55 s (step "
                                                         "times had not settled)"),
         ("windows", {"windows": 2}, "still measuring after 55 s (2 timed window(s))"),
+        ("windows", {"windows": 0, "before": 27.4}, "still measuring after 55 s (0 timed "
+                                                    "window(s)), 27 s starting and warming up "
+                                                    "before"),
         # A loaded 2-CPU VM: a 27-s first step, then two of 4 and 13 s. Slow, not unsettled.
         ("warmup", {"stepped": True, "first_step": 27.3, "later_steps": (2, 17.4)},
          "still warming up after 55 s: 3 step(s), the first 27 s, then 8.7 s each. Steps this "

@@ -31,7 +31,7 @@ class EventTail:
         self.warmup_steps = (0, 0.0)
         """The warm-up steps after the first that compiled nothing, and their seconds."""
         self.phase: str = Phase.START.value
-        self.phase_since = time.time()
+        self.started = self.phase_since = time.time()
         """When the trial entered `phase` (wall clock: the trial stamps its events so)."""
         self.stepped = False
         """Whether a warm-up step has finished."""
@@ -83,6 +83,7 @@ class EventTail:
         self.poll()
         r = self.recompiled
         where = stalled(self.phase, max(0.0, time.time() - self.phase_since),
+                        before=max(0.0, self.phase_since - self.started),
                         compiling=compiling, stepped=self.stepped, windows=len(self.rates),
                         first_step=self.first_step,
                         later_steps=self.warmup_steps if r is None and counts_steps else None)
