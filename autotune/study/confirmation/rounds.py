@@ -108,10 +108,11 @@ def _ordered(round_: list[Candidate], runs: dict[int, list[TrialResult]], lead: 
              repeats: int) -> list[Candidate]:
     """A round under a deadline: the leader first (`_leader`), so that should the budget cut
     the round short, the config best.yaml would name was re-run; then the baseline, until it
-    has run once; the rest as shuffled. Once the leader has its `repeats` ok runs, the configs
-    with no fresh run yet go before it, the fastest by the search first: a held-out MobileNetV3
-    search (H200, 2026-11-28) ran its leader a third time while two near twins never ran, and
-    the verdict was "too few runs".
+    has run once; the rest as shuffled. Once the leader has its `repeats` ok runs, the others
+    go before it, those with the fewest fresh runs first (then the fastest by the search): a
+    held-out MobileNetV3 search (H200, 2026-11-28) ran its leader a third time while two near
+    twins never ran, and the verdict was "too few runs"; the quick start ran its leader four
+    times and the config tied with it once.
     A run of the second while the leader got none made a config 0.94x the baseline by the
     search the winner; in three 140-s quick starts (2-CPU VM, 2026-11-26) the second round ran
     a contender first and the leader, run once, could not be called with confidence high. Every
@@ -122,8 +123,8 @@ def _ordered(round_: list[Candidate], runs: dict[int, list[TrialResult]], lead: 
     first = [base] if base is not None else []
     if sum(r.status is Status.OK for r in runs[lead.trial]) < repeats:
         return [lead, *first, *rest]
-    unrun = sorted((c for c in rest if not runs[c.trial]), key=lambda c: -c.search_throughput)
-    return [*first, *unrun, lead, *(c for c in rest if runs[c.trial])]
+    rest.sort(key=lambda c: (len(runs[c.trial]), -c.search_throughput))
+    return [*first, *rest, lead]
 
 
 def _run_limit(cand: Candidate, trial_timeout: float, left: float) -> float:

@@ -858,6 +858,20 @@ def test_once_the_leader_has_its_runs_a_config_not_yet_run_goes_first(tmp_path: 
         assert runner.order == [9, 0, 9, 8], runner.order
 
 
+def test_once_the_leader_has_its_runs_a_tied_config_run_less_goes_first(tmp_path: Path) -> None:
+    # The quick start (2-CPU VM, 2026-11-28) ran its leader four times and the config tied with
+    # it once. Once the leader has its two runs, the round runs the tied config first: the time
+    # left (one run here) goes to it, not to the leader's third.
+    for seed in range(4):
+        runner = ScriptedRunner({2: oks(5430.0, 5680.0, 5560.0), 5: oks(5500.0, 5600.0, 5450.0),
+                                 0: oks(3100.0)})
+        cands = [cand(2, 5540.0), cand(5, 5490.0), cand(0, 3180.0, baseline=True)]
+        timed_confirmation(tmp_path, cands, runner, lengths=defaultdict(lambda: 10.0),
+                           deadline=61.0, seed=seed)
+        assert runner.order[:2] == [2, 0] and runner.order[-1] == 5, runner.order
+        assert runner.count(5) == 3 and runner.count(2) == 2, runner.order
+
+
 def test_a_baseline_whose_runs_disagree_runs_again_while_time_is_left(tmp_path: Path) -> None:
     # A held-out search on a loaded 2-CPU VM (2026-11-28): its baseline read 5.03k in the search
     # and 467 in its one fresh run, the winner was called 40x, and 40 s of the budget were left.
