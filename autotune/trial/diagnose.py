@@ -5,11 +5,10 @@ model), the compute rate (one batch kept on the device, no loader) and, on CUDA,
 a compute step the GPU spends in kernels. Measuring is done in the trial process; classifying is
 a pure function, tested with made-up numbers.
 
-The rates are checked against each other first: the model alone cannot be slower than model and
-loader together, and a loader slower than the step would have made the step wait. A rate that
-breaks either rule (a probe disturbed by other work on the machine: seen as 283/s with data
-resident beside 2.0k/s end to end) is measured once more; if it still disagrees it is set
-aside, named in the diagnosis, and no verdict rests on it.
+The rates are checked against each other first (`contract.consistency.contradicted`): a rate
+that breaks the rules (283/s with data resident beside 2.0k/s end to end, a probe disturbed by
+other work) is measured once more, and if it still does, set aside and named; no verdict rests
+on it.
 """
 
 from __future__ import annotations
@@ -31,9 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = ["classify", "diagnose"]
 
-# A config is input-bound when the loader alone is this much slower than the model alone...
+# Input-bound: the loader alone this much slower than the model alone, and a wait this share.
 INPUT_MARGIN = 0.9
-# ...and the step really waited for data at least this share of the time.
 MIN_DATA_WAIT = 0.05
 # On CUDA, kernels filling less of a compute step than this mean launch/host overhead dominates.
 MIN_GPU_BUSY = 0.6
@@ -92,17 +90,7 @@ def classify(
     note = handover + note
     if (slower_loader and data_wait_fraction >= MIN_DATA_WAIT) \
             or (data_wait_fraction >= HEAVY_DATA_WAIT and not handover):
-        if loader_rate is not None and compute_rate is not None:
-            rates = (f"the loader delivers {human(loader_rate)} {unit}/s, the model consumes "
-                     f"{human(compute_rate)} {unit}/s")
-            if not num_workers and num_workers is not None and loader_rate >= compute_rate:
-                # Faster alone, yet waited for: without workers it loads between the steps (a
-                # held-out stream's verdict read as a contradiction, 2-CPU VM, 2026-11-28).
-                serial = 1.0 / (1.0 / loader_rate + 1.0 / compute_rate)
-                rates += (", but with no workers the loading runs in the training process "
-                          f"between steps: at most {human(serial)} {unit}/s together")
-        else:  # a heavy wait says it without the rates
-            rates = f"the step waited for data {data_wait_fraction:.0%} of the time"
+        rates = _rates(loader_rate, compute_rate, data_wait_fraction, unit, num_workers)
         if cpu_busy_fraction is not None and cpu_busy_fraction >= CPU_SATURATED:
             return make(Verdict.INPUT,
                         f"{rates}, and the CPUs are already {cpu_busy_fraction:.0%} busy: more "
@@ -133,6 +121,21 @@ def classify(
                 ("the loader is not the limit" if handover else f"the step waited for data "
                  f"only {data_wait_fraction:.0%} of the time") + ", so the model side is the limit: precision, compile and batch size matter; more "
                 "workers will not help")
+
+
+def _rates(loader_rate: float | None, compute_rate: float | None, data_wait_fraction: float,
+           unit: str, num_workers: int | None) -> str:
+    """An input-bound verdict's numbers in words: the two rates, else the wait alone."""
+    if loader_rate is None or compute_rate is None:  # a heavy wait says it without the rates
+        return f"the step waited for data {data_wait_fraction:.0%} of the time"
+    rates = (f"the loader delivers {human(loader_rate)} {unit}/s, the model consumes "
+             f"{human(compute_rate)} {unit}/s")
+    if num_workers == 0 and loader_rate >= compute_rate:
+        # Without workers it loads between the steps (a held-out stream, 2-CPU VM, 2026-11-28).
+        serial = 1.0 / (1.0 / loader_rate + 1.0 / compute_rate)
+        rates += (", but with no workers the loading runs in the training process between "
+                  f"steps: at most {human(serial)} {unit}/s together")
+    return rates
 
 
 def _handover(throughput: float, data_wait_fraction: float, loader_rate: float | None,
