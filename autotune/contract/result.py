@@ -82,6 +82,8 @@ class Fingerprint:
     gpu_capability: str | None = None
     gpu_multiprocessors: int | None = None
     driver: str | None = None
+    torch_threads: int | None = None
+    """PyTorch's intra-op threads before the trial set its own: what `intra_op_threads` null runs."""
 
     @property
     def device(self) -> str:
@@ -173,10 +175,8 @@ class TrialResult:
     new_shape_windows: int | None = None
     """Timed windows set apart, and timed again, because a batch shape ran there for the first
     time: a one-off cost a long run pays once per shape (`trial.window.one_off_shapes`)."""
-    peak_allocated_mb: float | None = None
-    """Peak device memory in live tensors (CUDA only)."""
-    peak_reserved_mb: float | None = None
-    """Peak device memory held by PyTorch's caching allocator (CUDA only)."""
+    peak_allocated_mb: float | None = None  # peak device memory in live tensors (CUDA only)
+    peak_reserved_mb: float | None = None  # ... held by PyTorch's caching allocator (CUDA only)
     peak_rss_mb: float | None = None
     """Peak resident host memory of the trial process (its DataLoader workers not counted)."""
     duration_seconds: float | None = None
@@ -191,8 +191,7 @@ class TrialResult:
     """The `optimizer_impl` values the adapter's optimizer takes (its class's flags), where it
     was built: the others leave it as built, so the search holds them back."""
     compile_cache_hits: int | None = None
-    """Graphs this trial's compile found in the study's persistent cache (FX graph and
-    AOTAutograd caches); None without compile."""
+    """Graphs its compile found in the persistent cache (FX graph, AOTAutograd); None: none."""
     compile_cache_misses: int | None = None
     dynamic_shapes: bool | None = None
     """Whether the model was compiled with dynamic shapes from the start (the first batches'

@@ -22,6 +22,7 @@ from autotune.study.policy.pruning import PRUNE_RATIO
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 from autotune.study.policy.eager import cannot_win, recompiling
 from autotune.study.policy.refused import refused
+from autotune.study.policy.twins import null_threads, runs_alike
 
 __all__ = ["Objective", "Outcome"]
 
@@ -261,8 +262,10 @@ class Objective:
                         ) -> MeasuredRecord | None:
         """The finished trial that ran `config` (or refused it): its result can be copied. A
         config skipped as implied slow is not one: it is judged again, on what is known now."""
-        for record in measured(self.finished() if finished is None else finished):
-            if record.config == config and not _implied(record):
+        done = self.finished() if finished is None else finished
+        threads = null_threads(done)  # null's count runs as null does (`twins`)
+        for record in measured(done):
+            if runs_alike(record.config, config, threads) and not _implied(record):
                 return record
         return None
 

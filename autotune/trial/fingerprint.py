@@ -32,6 +32,7 @@ def fingerprint(device: Any = None) -> Fingerprint:
         "cpus_available": available_cpus(),
         "cpu_model": _cpu_model(),
         "cgroup_cpu_limit": _cgroup_cpu_limit(),
+        "torch_threads": torch.get_num_threads(),
     }
     if device is not None and getattr(device, "type", device) == "cuda":
         props = torch.cuda.get_device_properties(device)

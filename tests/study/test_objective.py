@@ -13,6 +13,7 @@ from optuna.trial import TrialState
 from autotune import Diagnosis, MeasureSettings, Status, TrainConfig, TrialResult, Verdict
 from autotune.contract.events import TrialEvent, WindowEvent
 from autotune.contract.request import TrialRequest
+from autotune.contract.result import Fingerprint
 from autotune.study.execution.protocol import RunnerBase
 from autotune.study.objective import Objective, Outcome
 from autotune.study.store.records import TrialRecord
@@ -106,6 +107,27 @@ def test_a_config_measured_before_is_not_run_again(tmp_path: Path, earlier: Tria
     outcome = objective(tmp_path, runner, finished)(7, config, limit=60.0)
     assert outcome == Outcome(result=earlier, duplicate_of=2)
     assert runner.requests == []
+
+
+def test_threads_null_runs_with_count_as_null_itself(tmp_path: Path) -> None:
+    # On a 2-CPU VM PyTorch runs 2 intra-op threads by default: cpu.yaml's null and 2 are one
+    # step under two names, and the sampler measured both (stop 50's held-out searches).
+    here = Fingerprint(torch_threads=2)
+    null = TrainConfig(batch_size=16, num_workers=1)
+    finished = [record(0, null, TrialResult(status=Status.OK, throughput=5.0, fingerprint=here))]
+    runner = FakeRunner()
+    two = objective(tmp_path, runner, finished)(1, null.replace(intra_op_threads=2), limit=60.0)
+    assert two.duplicate_of == 0 and runner.requests == []
+    # One thread, or another config, still runs; and null after a measured 2 is its copy too.
+    one = objective(tmp_path, runner, finished)(2, null.replace(intra_op_threads=1), limit=60.0)
+    assert one.duplicate_of is None and len(runner.requests) == 1
+    counted = [record(0, null.replace(intra_op_threads=2),
+                      TrialResult(status=Status.OK, throughput=5.0, fingerprint=here))]
+    assert objective(tmp_path, runner, counted)(3, null, limit=60.0).duplicate_of == 0
+    # Where no trial said its count (results from before), nothing is a copy.
+    unknown = [record(0, null, TrialResult(status=Status.OK, throughput=5.0))]
+    assert objective(tmp_path, runner, unknown)(4, null.replace(intra_op_threads=2),
+                                                limit=60.0).duplicate_of is None
 
 
 def test_a_config_pruned_before_is_not_run_again(tmp_path: Path) -> None:

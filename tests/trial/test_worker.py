@@ -60,6 +60,8 @@ def test_run_trial_measures_and_records_its_phases(tmp_path: Path, tiny_adapter:
     # What a batch held: 8 samples, each 8 features and a label (what batch_size bought).
     assert (result.batch_items, result.batch_numel) == (8, 8 * 8 + 8)
     assert result.epoch_batches == 512 // 8  # the loader's epoch (best.yaml's batch note)
+    # The count intra_op_threads null runs (`policy.twins`), read before the trial set any.
+    assert result.fingerprint is not None and (result.fingerprint.torch_threads or 0) >= 1
     assert result.windows == len(result.window_throughputs) >= 3
     assert result.rising_windows is not None and result.rising_windows >= 0  # carried over
     assert result.warmup_steps is not None and result.warmup_steps >= QUICK.min_warmup_steps
