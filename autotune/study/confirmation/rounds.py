@@ -219,9 +219,9 @@ def next_round(cands: Sequence[Candidate], runs: dict[int, list[TrialResult]], *
     leader, up to `cap` runs each; once all are behind, the leader alone until it has
     `repeats` ok runs (its own spread is part of the verdict). And the baseline, run fresh,
     while its runs (with its search trial's while it has one) disagree by DISAGREE or more, up
-    to `repeats` + 1 runs, a median one outlier cannot set: every speedup is told against it. A held-out search on a loaded 2-CPU VM
-    (2026-11-28) read its baseline 5.03k in the search and 467 fresh, called the winner 40x,
-    and ended with 40 s of its budget unspent."""
+    to `repeats` + 1 runs, a median one outlier cannot set: every speedup is told against it.
+    A held-out search on a loaded 2-CPU VM (2026-11-28) read its baseline 5.03k in the search
+    and 467 fresh, called the winner 40x, and ended with 40 s of its budget unspent."""
     summary = summarize(cands, runs)
     wanted = _contested(cands, runs, summary, repeats=repeats, cap=cap)
     base = next((c for c in cands if c.baseline and runs[c.trial]), None)
