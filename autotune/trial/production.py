@@ -153,8 +153,12 @@ def load_config(path: str | Path) -> TunedConfig:
     did (`autotune.trial.heap`; `autotune apply` sets them at the start instead). A config with
     `intra_op_threads` sets this process's thread count here, as the trial did before its model
     was built: call it before the model's first op."""
+    import torch
+
     config = read_config(path)
-    device = "cuda"
+    # A YAML of knobs alone says no device: this machine's (a held-out user's knobs-only file on
+    # a CPU machine crashed in to_device, "Torch not compiled with CUDA enabled").
+    device = "cuda" if torch.cuda.is_available() else "cpu"
     artifacts = None
     try:
         doc = yaml.safe_load(Path(path).read_text())

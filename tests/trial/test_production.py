@@ -47,18 +47,25 @@ def test_load_config_reads_the_device_it_was_tuned_on(tmp_path: Path, device: st
     assert tuned == TunedConfig(config=config, device=device)
 
 
+@pytest.mark.parametrize("cuda", [True, False])
 @pytest.mark.parametrize("device_kind", [None, "tpu", 3])
-def test_load_config_without_a_known_device_assumes_cuda(tmp_path: Path, device_kind: Any) -> None:
+def test_load_config_without_a_known_device_takes_this_machines(
+        tmp_path: Path, device_kind: Any, cuda: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A held-out user's knobs-only YAML on a CPU machine crashed in to_device (2026-11-28).
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     tuned = load_config(best_yaml(tmp_path, TrainConfig(batch_size=8), device_kind))
-    assert tuned.device == "cuda"
+    assert tuned.device == ("cuda" if cuda else "cpu")
 
 
-def test_load_config_of_knobs_alone(tmp_path: Path) -> None:
+def test_load_config_of_knobs_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     path = tmp_path / "knobs.yaml"
     path.write_text(yaml.safe_dump({"batch_size": 16, "amp_dtype": "bf16"}))
     tuned = load_config(path)
     assert tuned.config == TrainConfig(batch_size=16, amp_dtype="bf16")
     assert tuned.device == "cuda"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert load_config(path).device == "cpu"
 
 
 def test_load_config_errors_name_the_file(tmp_path: Path) -> None:
