@@ -88,7 +88,13 @@ def decision_note(winner: Winner) -> str:
         picked = (f"the cheapest, trial {winner.record.number}, is picked" if d.leader is not None
                   else f"trial {winner.record.number}, the highest median and the cheapest of "
                   "those as near it as its own runs are to each other, is picked")
-        return f"trials {', '.join(map(str, d.tied))} {how}; {picked}"
+        # A config faster by the search with no fresh run is said: a held-out MoE's tie (2-CPU
+        # VM, 2026-11-28) handed back the defaults while a 1.31x config never ran again.
+        above = [c for c in winner.confirmation or () if not c.statuses
+                 and c.search_throughput > winner.throughput]
+        unrun = "" if not above else "; the budget left no fresh run for " + ", ".join(
+            f"trial {c.trial} ({human(c.search_throughput)} in the search)" for c in above[:3])
+        return f"trials {', '.join(map(str, d.tied))} {how}; {picked}{unrun}"
     if d.verdict == "too few runs" and d.runs >= 2:
         return (f"ahead of every config run again, over {d.runs} fresh runs of its own, but the "
                 f"budget left no fresh run for {_unrun_faster(winner)}, whose search rate says "

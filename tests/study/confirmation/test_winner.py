@@ -399,6 +399,22 @@ def test_configs_shown_equally_fast_tie_with_high_confidence() -> None:
                                      "trial 7, is picked")
 
 
+def test_a_tie_names_a_config_faster_by_the_search_that_got_no_fresh_run() -> None:
+    # A held-out MoE on a 2-CPU VM (2026-11-28): trial 16 ran 6.68k, 3.86k and 4.44k fresh, the
+    # baseline 4.7k, a tie; trial 13 (6.17k in the search) never ran again and the note named
+    # only the tied pair, though the defaults were handed back.
+    recs = [run(0, baseline=True), run(16, batch_size=16), run(13, batch_size=32)]
+    winner = pick_winner(recs, [runs(16, 6680.0, 3860.0, 4440.0, search=6910.0),
+                                runs(0, 4700.0, baseline=True, search=4490.0),
+                                ConfirmationEntry(trial=13, baseline=False,
+                                                  search_throughput=6170.0, throughputs=(),
+                                                  median=None, spread=None, statuses=())])
+    assert winner is not None and winner.decision is not None
+    assert winner.decision.verdict == "tie within noise"
+    assert decision_note(winner).endswith(
+        "; the budget left no fresh run for trial 13 (6.17k in the search)")
+
+
 def test_a_config_the_time_left_no_run_for_keeps_a_near_lead_from_being_clear() -> None:
     # Quick starts on a 2-CPU VM (2026-11-26): the search's near-twins of the leader gave way
     # to its second run, and the lead over the baseline alone was called clear.
