@@ -257,7 +257,8 @@ def _report_end(search: Search, winner: Winner | None, space: SearchSpace,
         return 1
     if winner.record.config is not None:
         from autotune.outputs.batch_note import batch_change
-        from autotune.outputs.best import conv_note, items_note, params_not_measured, params_note
+        from autotune.outputs.best import (conv_note, items_note, optimizer_note,
+                                           params_not_measured, params_note)
         from autotune.outputs.report import declared_values
         from autotune.study.policy.batching import (loader_on_device, loader_sets_batch,
                                                     on_device_note, unbatched_note)
@@ -268,6 +269,7 @@ def _report_end(search: Search, winner: Winner | None, space: SearchSpace,
         for note in (batch_change(winner.record.config, space.baseline.effective_batch,
                                   winner.record.result.epoch_batches),
                      conv_note(winner.record.result, space.values("memory_format")),
+                     optimizer_note(winner.record.result, space.values("optimizer_impl")),
                      items_note(search.adapter, recs, winner.record.result.unit),
                      None if unbatched is None else
                      unbatched_note(unbatched, winner.record.result.unit),

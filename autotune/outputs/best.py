@@ -184,6 +184,18 @@ def items_note(adapter: type[Adapter], recs: Sequence[TrialRecord], unit: str) -
             f"count them: every rate here is in those rows")
 
 
+def optimizer_note(result: TrialResult | None, impls: Sequence[str]) -> str | None:
+    """One line when the space searches `optimizer_impl` but the adapter's optimizer, as built,
+    takes neither flag, so the search held it at default: a held-out fine-tune (2-CPU VM,
+    2026-11-28) attached its LR scheduler in optimizer(), and nothing said why the knob never
+    moved. None otherwise."""
+    if result is None or result.optimizer_impls != ("default",) or len(impls) < 2:
+        return None
+    return ("optimizer_impl stayed at default: the adapter's optimizer as built takes neither "
+            "foreach nor fused here (a class without the flags, or an LR scheduler or step hooks "
+            "attached in optimizer(): a rebuild would drop them; build the optimizer alone there)")
+
+
 def conv_note(result: TrialResult | None, memory_formats: Sequence[str]) -> str | None:
     """One line when the model has convolutions and the space left the memory format out
     (`memory_formats`: the values it searched), else None."""

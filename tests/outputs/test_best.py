@@ -14,7 +14,7 @@ from helpers import stored_trial
 
 from autotune import Fingerprint, Noise, Status, TrainConfig, TrialResult, load_config
 from autotune.contract.noise import OtherProcess
-from autotune.outputs.best import best_document, yaml_header
+from autotune.outputs.best import best_document, optimizer_note, yaml_header
 from autotune.outputs.decision import spread_warnings
 from autotune.study.confirmation.winner import Winner, pick_winner
 from autotune.study.search import SearchSettings
@@ -338,3 +338,16 @@ def test_a_default_items_count_that_is_not_the_batch_says_what_it_counted() -> N
         "average in a batch of 64 samples.")
     assert items_note(Graphs, [base(64.0)], "graphs") is None  # one row a sample
     assert items_note(Counted, [base(2090.0)], "graphs") is None  # the adapter counts them
+
+
+def test_an_optimizer_that_takes_no_flag_is_said_where_the_space_searches_them() -> None:
+    # A held-out fine-tune (2-CPU VM, 2026-11-28) attached its LR scheduler in optimizer(): every
+    # trial ran optimizer_impl default, and nothing said why.
+    held = TrialResult(status=Status.OK, throughput=1.0, optimizer_impls=("default",))
+    note = optimizer_note(held, ("default", "foreach", "fused"))
+    assert note is not None and "an LR scheduler" in note and "stayed at default" in note
+    assert optimizer_note(held, ("default",)) is None  # the space did not search it
+    takes = TrialResult(status=Status.OK, throughput=1.0,
+                        optimizer_impls=("default", "foreach", "fused"))
+    assert optimizer_note(takes, ("default", "fused")) is None
+    assert optimizer_note(None, ("default", "fused")) is None
