@@ -3,12 +3,14 @@ the warnings on runs that disagree, and the phrases the display and `autotune sh
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from autotune.contract.fmt import human, rounded
 from autotune.contract.noise import SPREAD_WARNING, likely_cause, spread_warning
 from autotune.study.confirmation.lead import DISAGREE, disagreement, evidence, standing
 from autotune.study.confirmation.winner import BASELINE_KEPT, Winner
+from autotune.study.store.study_attrs import ConfirmationEntry
 
 __all__ = ["decision_block", "decision_note", "speedup_note", "spread_warnings", "winner_phrases"]
 
@@ -90,10 +92,9 @@ def decision_note(winner: Winner) -> str:
                   "those as near it as its own runs are to each other, is picked")
         # A config faster by the search with no fresh run is said: a held-out MoE's tie (2-CPU
         # VM, 2026-11-28) handed back the defaults while a 1.31x config never ran again.
-        above = [c for c in winner.confirmation or () if not c.statuses
-                 and c.search_throughput > winner.throughput]
-        unrun = "" if not above else "; the budget left no fresh run for " + ", ".join(
-            f"trial {c.trial} ({human(c.search_throughput)} in the search)" for c in above[:3])
+        above = _named(c for c in winner.confirmation or () if not c.statuses
+                       and c.search_throughput > winner.throughput)
+        unrun = f"; the budget left no fresh run for {above}" if above else ""
         return f"trials {', '.join(map(str, d.tied))} {how}; {picked}{unrun}"
     if d.verdict == "too few runs" and d.runs >= 2:
         return (f"ahead of every config run again, over {d.runs} fresh runs of its own, but the "
@@ -116,12 +117,15 @@ def _unrun_faster(winner: Winner) -> str:
     "trial 3 (23.9k in the search)" (`lead.standing`'s contenders); "a config" when none is."""
     entries = list(winner.confirmation or ())
     contenders = set(standing(entries).contenders) if entries else set()
-    unrun = sorted((c for c in entries if not c.statuses and c.trial in contenders),
-                   key=lambda c: -c.search_throughput)
-    if not unrun:
-        return "a config"
+    return _named(c for c in entries if not c.statuses and c.trial in contenders) or "a config"
+
+
+def _named(unrun: Iterable[ConfirmationEntry]) -> str:
+    """Configs without a fresh run by name, the fastest by the search first, three at most:
+    "trial 3 (23.9k in the search)"; "" for none."""
+    ranked = sorted(unrun, key=lambda c: -c.search_throughput)[:3]
     return ", ".join(f"trial {c.trial} ({human(c.search_throughput)} in the search)"
-                     for c in unrun[:3])
+                     for c in ranked)
 
 
 def _only_one_note(winner: Winner) -> str:
