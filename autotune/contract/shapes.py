@@ -61,6 +61,12 @@ def is_length(where: str, high: int, batch_size: int | None) -> bool:
             or (batch_size is not None and high > batch_size))
 
 
+def _lengths(ranges: list[tuple[str, int, int]], batch_size: int | None
+             ) -> list[tuple[str, int, int]]:
+    """The ranges of dimensions padding can fix (`is_length`)."""
+    return [r for r in ranges if is_length(r[0], r[2], batch_size)]
+
+
 def _padded_to(lengths: list[tuple[str, int, int]]) -> str:
     """"input_ids[1] and attention_mask[1] to a multiple of 64": each length with its own
     `pad_multiple`, those of one multiple together."""
@@ -95,7 +101,7 @@ def padding_note(shape_range: str, shape_count: int | None, *, batch_size: int |
     seen = f", {shape_count} distinct shapes" if shape_count else ""
     if not ranges:
         return f"Batch shapes vary from batch to batch{seen}."
-    lengths = [r for r in ranges if is_length(r[0], r[2], batch_size)]
+    lengths = _lengths(ranges, batch_size)
     samples = ("" if len(lengths) == len(ranges) else
                " The number of samples a batch varies too (a sampler batching by length, a last "
                "partial batch): each batch size is a shape of its own as well" +
@@ -137,8 +143,8 @@ def shapes_block(*, vary: bool | None, shape_range: str | None, count: int | Non
                         cuda=cuda, compiled=compiled)
     if recompile_multiple:
         m = recompile_multiple
-        advised = {pad_multiple(low, high) for where, low, high in parse_ranges(shape_range or "")
-                   if is_length(where, high, batch_size)}
+        advised = {pad_multiple(low, high)
+                   for _, low, high in _lengths(parse_ranges(shape_range or ""), batch_size)}
         kept = advised and all(a % m == 0 for a in advised)
         note += (" Its compile recompiled on guards testing the lengths' divisibility (a "
                  f"kernel's alignment): lengths padded to a multiple of {m}"
