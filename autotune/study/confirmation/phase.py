@@ -166,6 +166,7 @@ class ConfirmPhase:
 
         summary = confirm(cands)
         if self.signalled():
+            self._keep(runs)
             return False
         kept = [e for e in summary if not e.baseline]
         if unrun and all(e.statuses and e.median is None for e in kept):
@@ -177,10 +178,19 @@ class ConfirmPhase:
             summary += confirm(unrun)
             unrun = []
             if self.signalled():
+                self._keep(runs)
                 return False
         summary += summarize(unrun, {c.trial: [] for c in unrun})
         record_confirmation(self.study, summary, runs)
         return True
+
+    def _keep(self, runs: Sequence[tuple[Candidate, TrialResult]]) -> None:
+        """After a signal: the runs that ended before it, as trials (trials.csv shows them), but
+        no summary nor winner: a resumed search confirms again. Dropped until then, a Ctrl-C
+        during the confirmation lost every fresh run that had finished."""
+        for cand, result in runs:
+            if result.status.says_something:
+                records.add_confirmation_run(self.study, cand.trial, result)
 
     def _step_over(self) -> None:
         step_over(self.study, self.lock, self.space)  # trials of searches that died (hosts)

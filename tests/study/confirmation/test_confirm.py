@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import signal
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from autotune.study.confirmation.rounds import run_confirmation
 from autotune.study.confirmation.winner import pick_winner
 from autotune.study.execution.protocol import RunnerBase
 from autotune.study.execution.runner import InProcessRunner
-from autotune.study.search import Search, SearchSettings
+from autotune.study.search import Interrupted, Search, SearchSettings
 from autotune.study.space.file import parse_space
 from autotune.study.store.records import TrialRecord, read_records
 from autotune.study.store.study_attrs import ConfirmationEntry, StudyInfo, read_confirmation
@@ -772,6 +773,40 @@ def test_confidence_follows_the_runs_agreement(tmp_path: Path, test_adapters: Pa
         assert best["config"]["batch_size"] == 16
         assert best["decision"]["speedup_confirmed"] is True
         assert sum(len(c["runs"]) for c in best["confirmation"]) == 3  # the baseline ran once
+
+
+def test_a_ctrl_c_during_the_confirmation_keeps_the_fresh_runs_that_ended(
+        tmp_path: Path) -> None:
+    # They were dropped: trials.csv showed no fresh run, though two had ended (found on the
+    # 2-CPU VM, 2026-11-28). Kept as trials; no summary, so a resumed search confirms again.
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    raw = {"batch_size": {"factors": [0.5, 1, 2]}}
+    space = parse_space(raw, source="test-space.yaml", adapter=NoisySteps, device_type="cpu",
+                        cpus=2)
+    settings = search_settings(tmp_path, trials=3, seed=0, measure=QUICK, confirm=2)
+    fresh: list[int] = []
+
+    class CtrlC(FakeRunner):
+        def run(self, request: TrialRequest, trial_dir: Path, *, timeout: float,
+                on_event: Any = None) -> TrialResult:
+            if "confirm" not in trial_dir.parts:
+                return super().run(request, trial_dir, timeout=timeout, on_event=on_event)
+            fresh.append(1)
+            if len(fresh) < 3:
+                return ok(100.0 * len(fresh))
+            search._on_signal(signal.SIGINT)
+            return TrialResult(status=Status.INTERRUPTED, reason="stopped by SIGINT")
+
+    search = Search(settings, space, NoisySteps, runner=CtrlC(), listener=QuietListener(),
+                    on_change=lambda study: write_outputs(study, settings, plot=False))
+    with pytest.raises(Interrupted):
+        search.run()
+    kept = [r for r in read_records(search.study) if r.role == "confirm"]
+    assert sorted(r.result.throughput for r in kept) == [100.0, 200.0]  # not the interrupted
+    assert read_confirmation(search.study) is None
+    assert not any(r.role == "winner" for r in read_records(search.study))
+    rows = csv_rows(tmp_path / "out" / "trials.csv")
+    assert len([r for r in rows if r["role"] == "confirm"]) == 2
 
 
 def test_a_resumed_study_is_not_confused_by_its_confirmation_trials(tmp_path: Path) -> None:
