@@ -56,9 +56,11 @@ def title(data: PlotData) -> str:
     """The figure's headline: the winner, its rate and its ratio to the baseline (said not to
     be confirmed when the baseline's own runs disagree)."""
     ran = sum(1 for p in data.points if p.status == "ok")
-    text = f"{len(data.points) + data.copies} trials, {ran} ran ok"
-    if data.copies:
-        text += f" ({data.copies} more repeated an earlier config: not drawn)"
+    text = f"{len(data.points) + data.copies + data.not_run} trials, {ran} ran ok"
+    unseen = [f"{data.copies} repeated an earlier config"] if data.copies else []
+    unseen += [f"{data.not_run} not run"] if data.not_run else []
+    if unseen:
+        text += f" ({', '.join(unseen)}: not drawn)"
     win = next((p for p in data.points if p.number == data.winner), None)
     if win is None or win.throughput is None:
         return text

@@ -19,6 +19,7 @@ from autotune.study.store.study_attrs import ConfirmationEntry
 __all__ = ["Confirmed", "PlotData", "Point", "plot_data", "search_clock"]
 
 DUPLICATE = "same config as trial"
+NOT_RUN = "not run"
 """How a trial row that copied an earlier trial's result begins its reason (table.py): it
 measured nothing, so it is no point of its own."""
 RESUME_GAP = 60.0
@@ -92,6 +93,10 @@ class PlotData:
     noise"); "" when not told."""
     copies: int = 0
     """Trials that copied an earlier trial's result (same config): counted, not drawn."""
+    not_run: int = 0
+    """Configs the search refused without running them (reason "not run: ..."): told to the
+    study as a timeout, an OOM or an error, but nothing was measured. Counted, not drawn (they
+    were drawn at 0 as timeouts, beside the trials cut at their limit)."""
     ratio_note: str | None = None
     """Why the ratio to the baseline is not confirmed, as best.yaml says; None: judged here
     from the baseline's confirmation runs."""
@@ -132,7 +137,7 @@ def plot_data(rows: Sequence[Mapping[str, Any]], *, unit: str,
     `standing` and `ratio_note`: what best.yaml says of it and of its ratio to the baseline."""
     rows = sorted(rows, key=lambda r: int(r["number"]))
     points: list[Point] = []
-    summed, copies = 0.0, 0
+    summed, copies, not_run = 0.0, 0, 0
     device_memory = any(_num(r.get("peak_allocated_mb")) for r in rows)
     for r in rows:
         status = str(r.get("status") or "")
@@ -140,6 +145,9 @@ def plot_data(rows: Sequence[Mapping[str, Any]], *, unit: str,
             continue
         if str(r.get("reason") or "").startswith(DUPLICATE):
             copies += 1
+            continue
+        if str(r.get("reason") or "").startswith(NOT_RUN):
+            not_run += 1
             continue
         summed += _num(r.get("duration_seconds")) or 0.0
         seconds = ends.get(int(r["number"])) if ends is not None else summed
@@ -169,7 +177,7 @@ def plot_data(rows: Sequence[Mapping[str, Any]], *, unit: str,
                     baseline=base, winner=winner, confirmed=confirmed, resumes=tuple(resumes),
                     clock="wall-clock" if ends is not None else "trial durations",
                     memory="peak allocated" if device_memory else "peak RSS (host)",
-                    standing=standing, ratio_note=ratio_note, copies=copies)
+                    standing=standing, ratio_note=ratio_note, copies=copies, not_run=not_run)
 
 
 def _num(value: Any) -> float | None:

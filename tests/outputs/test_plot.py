@@ -62,7 +62,18 @@ def test_a_copy_of_an_earlier_trials_result_is_no_point_of_its_own() -> None:
                                   "not re-run"}]
     data = plot_data(rows, unit="samples")
     assert [p.number for p in data.points] == [0] and data.copies == 1
-    assert title(data).startswith("2 trials, 1 ran ok (1 more repeated an earlier config")
+    assert title(data).startswith("2 trials, 1 ran ok (1 repeated an earlier config: not drawn)")
+
+
+def test_a_config_refused_unrun_is_no_point_at_zero() -> None:
+    # MobileNetV3 run 6 (H200, 2026-11-28): a compile estimated at 66 s with 34 s left, told
+    # to the study as a timeout, was drawn at 0 beside the trial cut at its limit.
+    rows = [row(0, "ok", 100.0), {**row(1, "timeout"), "reason": "not run: compiling and "
+                                  "running it would take about 66 s, more than the 34 s left"},
+            {**row(2, "timeout"), "reason": "killed at the 17 s trial limit"}]
+    data = plot_data(rows, unit="samples")
+    assert [p.number for p in data.points] == [0, 2] and data.not_run == 1
+    assert title(data).startswith("3 trials, 1 ran ok (1 not run: not drawn)")
 
 
 def test_the_baseline_keeps_its_real_trial_number() -> None:
