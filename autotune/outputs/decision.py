@@ -28,7 +28,9 @@ def decision_block(winner: Winner, unit: str) -> dict[str, Any]:
         "verdict": d.verdict,
         "note": decision_note(winner),
         "runs": d.runs,
-        "spread": rounded(d.spread),
+        # Fastest over slowest, as the warnings say "runs disagree by Nx"; `spread` elsewhere
+        # in best.yaml is (max - min) / median, and "spread: 1.0" read as 100% for one run.
+        "runs_apart": rounded(d.spread) if d.runs > 1 else None,
         "runner_up": d.runner_up,
         "runner_up_runs": d.runner_up_runs,
         "ratio": rounded(d.ratio),
@@ -39,7 +41,7 @@ def decision_block(winner: Winner, unit: str) -> dict[str, Any]:
         block["picked"] = ("the cheapest of the tied configs whose median is as near the "
                            "highest as that config's own runs are to each other: less peak "
                            "memory, then fewer workers, then no compile")
-    block["baseline_spread"] = rounded(d.baseline_spread)
+    block["baseline_runs_apart"] = rounded(d.baseline_spread)
     block["speedup_confirmed"] = d.speedup_confirmed
     block["speedup_interval"] = ([rounded(v) for v in d.speedup_interval]
                                  if d.speedup_interval else None)

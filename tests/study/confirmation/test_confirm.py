@@ -640,6 +640,9 @@ def test_confirmation_overrules_the_search(tmp_path: Path) -> None:
     assert doc["decision"]["verdict"] == "clear lead" and doc["decision"]["runner_up"] == 3
     assert doc["decision"]["interval"] == [1.238, 1.35] and "warnings" not in doc["decision"]
     assert doc["decision"]["speedup_confirmed"] is True
+    # Fastest over slowest, under a name of its own: "spread" elsewhere is a fraction.
+    assert doc["decision"]["runs_apart"] == pytest.approx(270.0 / 260.0, rel=1e-3)
+    assert doc["decision"]["baseline_runs_apart"] == 1.25 and "spread" not in doc["decision"]
     assert doc["measurement"]["trial"] == 5
     assert [c["trial"] for c in doc["confirmation"]] == [5, 3, 0]
     first = doc["confirmation"][0]
