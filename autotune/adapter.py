@@ -90,6 +90,9 @@ class Adapter:
         """Forward one micro-batch (already on the device) and return a scalar loss tensor.
 
         Call `model(...)` here: that is the module the tool has checkpointed and compiled.
+        It runs once per micro-batch: under `grad_accum` > 1, several times per optimizer step,
+        so work meant once a step (a learning-rate scheduler's `step()`, logging) done here
+        runs that many times. The tool steps and zeroes the optimizer itself.
         """
         raise NotImplementedError
 
