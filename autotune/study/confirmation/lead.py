@@ -155,7 +155,7 @@ def standing(entries: Sequence[ConfirmationEntry]) -> Standing:
     for e in ran:
         if e is leader:
             continue
-        if clearly_ahead(lead, evidence(e)):
+        if clearly_ahead(lead, evidence(e)) and not _within_scatter(leader, e):
             behind.append(e.trial)
         elif equivalent(leader.throughputs, e.throughputs) \
                 or not_faster(_calibrated(e, ran), leader.throughputs):
@@ -164,6 +164,20 @@ def standing(entries: Sequence[ConfirmationEntry]) -> Standing:
             contenders.append(e.trial)
     return Standing(leader=leader, behind=tuple(behind), contenders=tuple(contenders),
                     failed=failed, equal=tuple(equal))
+
+
+def _within_scatter(leader: ConfirmationEntry, other: ConfirmationEntry) -> bool:
+    """Whether the leader's lead over `other` is smaller than `other`'s own readings are apart
+    (its fresh runs, and its search rate while run once): such a lead is no clearer than the
+    noise that set it. A held-out transformers model on the 2-CPU VM (2026-11-28): bf16 led the
+    fp32 baseline by 1.04x, 31.6k and 32.1k against a fresh 30.5k and a search 23.8k, and was
+    called a clear lead; a check minutes later read the winner 0.86x. Readings `DISAGREE` or
+    more apart are not a scatter to weigh a lead against: the machine set them (the warnings
+    say so), and the leader's runs that beat all of them stay ahead."""
+    if not leader.median or not other.median:
+        return False
+    scatter = disagreement(evidence(other))
+    return scatter < DISAGREE and leader.median / other.median < scatter
 
 
 def _fastest_fresh(ran: Sequence[ConfirmationEntry]) -> float | None:

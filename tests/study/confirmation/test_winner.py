@@ -175,6 +175,22 @@ def test_a_clear_lead_is_high_confidence() -> None:
     assert winner.throughput == 305.0 and winner.baseline == 100.0
 
 
+def test_a_lead_smaller_than_the_others_own_scatter_is_not_clear() -> None:
+    # A held-out transformers GPT-2 on the 2-CPU VM (2026-11-28): bf16 31.6k and 32.1k against
+    # the fp32 baseline's fresh 30.5k and search 23.8k: "clear lead, confidence high" at 1.04x,
+    # and a check minutes later read the winner 0.86x. The baseline's readings are 1.28x apart.
+    recs = [run(0, baseline=True), run(3, amp_dtype="bf16")]
+    noisy = [runs(3, 31_627.0, 32_126.4, search=31_829.1),
+             runs(0, 30_527.3, search=23_842.2, baseline=True)]
+    winner = pick_winner(recs, noisy)
+    assert winner is not None and winner.decision is not None
+    assert winner.decision.confidence == "low" and winner.decision.verdict != "clear lead"
+    # The same lead over a baseline whose readings agree is clear.
+    steady = [noisy[0], runs(0, 30_527.3, search=30_100.0, baseline=True)]
+    d = pick_winner(recs, steady).decision  # type: ignore[union-attr]
+    assert d is not None and (d.confidence, d.verdict) == ("high", "clear lead")
+
+
 def test_runs_that_contradict_each_other_are_never_confident() -> None:
     # What the issue saw on a busy 2-core machine: the winner's runs 6.9k and 14.6k, the
     # baseline's 55 and 2.8k, the search had measured the winner below the baseline.
