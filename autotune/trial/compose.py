@@ -29,6 +29,7 @@ from autotune.trial.features.optimizer import apply_optimizer_impl, optimizer_im
 from autotune.trial.features.sdpa import apply_sdpa
 from autotune.trial.features.threads import apply_threads
 from autotune.trial.model_features import apply_model_features
+from autotune.trial.replicas import ReplicaCheck
 from autotune.trial.shapes import ShapeLog, signature
 from autotune.trial.warmup import StepResult
 
@@ -46,8 +47,7 @@ _NO_REGION = contextlib.nullcontext()  # reusable: entering it does nothing
 
 
 def no_region(name: str) -> AbstractContextManager[Any]:
-    """A step's regions outside a profile: nothing (0.4 us each on a busy 2-core VM, about
-    five a step: under 0.1% of a 2-ms step)."""
+    """A step's regions outside a profile: nothing (0.4 us each, about five a step)."""
     return _NO_REGION
 
 
@@ -116,13 +116,13 @@ class TrainStep:
         """Batches pulled ahead (the first, the peeked ones), trained on first, in order."""
         self.shapes = ShapeLog(config.batch_size)
         """The shapes of every batch this step pulled, and what they held (`amounts`)."""
+        self._replicas = ReplicaCheck(self.loader)  # a stream every worker replays whole
         self.dynamic_shapes = False  # compiled with dynamic shapes (the peeked batches varied)
         self._varying: frozenset[tuple[str, int]] = frozenset()  # the dims that varied
         self._mark_cudagraph_step = device.type == "cuda" and config.compile in CUDAGRAPH_MODES
         self._loss_sum = torch.zeros((), device=device)
         self.region: Callable[[str], AbstractContextManager[Any]] = no_region
-        """Wraps each part of the step named in REGIONS: nothing, or `autotune profile`'s
-        `torch.profiler.record_function`."""
+        """Wraps each part of the step named in REGIONS: nothing, or a profiler's range."""
 
     def start_loader(self) -> None:
         """Wait for the loader's first batch (workers starting, the sampler, the first reads)
@@ -151,11 +151,11 @@ class TrainStep:
             blame(exc, "items(batch)")
             raise
         self.shapes.add(signature(batch), items=n, batch=batch)
+        self._replicas.add(batch)
         return batch, n
 
     def epoch_batches(self) -> int | None:
-        """Batches in one epoch of the loader (`len`), None when it has no length (an
-        iterable dataset without `__len__`, an adapter's loader without one)."""
+        """Batches in one epoch of the loader (`len`), None when it has none (a stream)."""
         if not isinstance(self.loader, Sized):
             return None
         try:
