@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 __all__ = ["ContractError", "InputError"]
 
 
@@ -26,8 +28,8 @@ class ContractError(InputError):
             f"the baseline trial (#{number}, PyTorch's defaults) failed in the adapter's {part}, "
             f"which breaks the adapter contract:\n  {reason}{where}\n"
             "No configuration can fix an error in the adapter's own code, so the search "
-            f"stopped. Fix the adapter (see autotune.Adapter: {_contract_of(part)}) and run the "
-            "same command again: the baseline runs again."
+            f"stopped. Fix the adapter ({_fix_for(reason) or ''}see autotune.Adapter: "
+            f"{_contract_of(part)}) and run the same command again: the baseline runs again."
         )
 
 
@@ -48,3 +50,25 @@ def _contract_of(part: str) -> str:
     """What the adapter's `part` (as `trial.blame` names it) must do, for the error's hint."""
     return next((said for name, said in _CONTRACTS.items() if part.startswith(name)),
                 "its methods' docstrings say what each returns")
+
+
+_FIXES = (
+    # NumPy arrays are float64 unless told otherwise; torch.as_tensor keeps that, and a float32
+    # model then fails in its first layer (a held-out adapter, 2-CPU VM, 2026-11-28). The
+    # messages are torch 2.13's for Linear, Conv2d and LSTM.
+    (re.compile(r"Double and Float|Float and Double|Input type \(double\)|dtype \(torch\.float64\) "
+                r"does not match|found dtype Double|expected scalar type Float but found Double",
+                re.IGNORECASE),
+     "the batch holds float64 tensors, NumPy's default, and the model float32: make them "
+     "float32 in dataset() or the collate function (np.float32, or torch.as_tensor(x, "
+     "dtype=torch.float32))"),
+    (re.compile(r"expected target dtype to be Long|expected scalar type Long but found",
+                re.IGNORECASE),
+     "class targets must be int64: make them torch.long in dataset() or the collate function"),
+)
+
+
+def _fix_for(reason: str) -> str:
+    """A fix for a common failure, said from the error's own text ("" when none), ended with
+    "; " to go before the contract's hint."""
+    return next((f"{fix}; " for pattern, fix in _FIXES if pattern.search(reason)), "")

@@ -70,3 +70,20 @@ def test_a_contract_error_says_what_the_part_that_failed_must_do() -> None:
     assert "loss(model, batch) returns a scalar tensor" in loss
     other = str(ContractError.in_baseline(0, part="the adapter's __init__", reason="x", log=""))
     assert "docstrings say what each returns" in other
+
+
+@pytest.mark.parametrize(("reason", "fix"), [
+    # torch 2.13's own messages for a float64 batch into Linear, Conv2d and LSTM.
+    ("RuntimeError: mat1 and mat2 must have the same dtype, but got Double and Float",
+     "float64 tensors, NumPy's default"),
+    ("RuntimeError: Input type (double) and bias type (float) should be the same", "np.float32"),
+    ("ValueError: RNN input dtype (torch.float64) does not match weight dtype (torch.float32)",
+     "float64"),
+    ("RuntimeError: expected target dtype to be Long or Byte, but got Float", "int64"),
+])
+def test_a_common_failure_gets_its_own_fix_before_the_contract(reason: str, fix: str) -> None:
+    # A dataset of float64 NumPy arrays was told only what loss(model, batch) must return.
+    text = str(ContractError.in_baseline(0, part="loss(model, batch)", reason=reason, log=""))
+    assert fix in text and "returns a scalar tensor" in text
+    plain = str(ContractError.in_baseline(0, part="loss(model, batch)", reason="x", log=""))
+    assert "float64" not in plain and "int64" not in plain
