@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib.util
 import inspect
@@ -90,9 +91,8 @@ class Adapter:
         """Forward one micro-batch (already on the device) and return a scalar loss tensor.
 
         Call `model(...)` here: that is the module the tool has checkpointed and compiled.
-        It runs once per micro-batch: under `grad_accum` > 1, several times per optimizer step,
-        so work meant once a step (a learning-rate scheduler's `step()`, logging) done here
-        runs that many times. The tool steps and zeroes the optimizer itself.
+        It runs once per micro-batch, `grad_accum` times a step: work meant once a step (a
+        scheduler's `step()`) repeats here. The tool steps and zeroes the optimizer itself.
         """
         raise NotImplementedError
 
@@ -174,14 +174,20 @@ def load_adapter(path: str | Path) -> type[Adapter]:
     cls = found[0]
     missing = [name for name in _REQUIRED if getattr(cls, name) is getattr(Adapter, name)]
     if missing:
-        raise InputError(
-            f"{path}: {cls.__name__} does not define {', '.join(missing)}; "
-            f"an adapter must define {', '.join(_REQUIRED)}"
-        )
+        raise InputError(f"{path}: {cls.__name__} does not define {', '.join(missing)}; an "
+                         f"adapter must define {', '.join(_REQUIRED)}{_near(cls, missing)}")
     _check_sizes(path, cls)
     _check_signatures(path, cls)
     _check_loader(path, cls)
     return cls
+
+
+def _near(cls: type, missing: list[str]) -> str:
+    """" (it defines `los`: a typo of `loss`?)" for a name close to a missing one, or ""."""
+    own = [n for n in vars(cls) if not n.startswith("__") and not hasattr(Adapter, n)]
+    typos = [(near[0], name) for name in missing
+             if (near := difflib.get_close_matches(name, own, n=1, cutoff=0.6))]
+    return "".join(f" (it defines `{t}`: a typo of `{name}`?)" for t, name in typos)
 
 
 def defines(cls: type[Adapter], name: str) -> bool:

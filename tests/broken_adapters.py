@@ -50,6 +50,16 @@ BROKEN: dict[str, tuple[str, str]] = {
         "    def optimizer(self, model):\n        return None\n",
         "NoLoss does not define loss",
     ),
+    "typo-in-loss": (  # named as the near miss it is (a held-out user's `def los`)
+        "import autotune\n\n"
+        "class Typo(autotune.Adapter):\n"
+        "    def dataset(self):\n        return []\n\n"
+        "    def model(self):\n        return None\n\n"
+        "    def optimizer(self, model):\n        return None\n\n"
+        "    def los(self, model, batch):\n        return None\n",
+        "does not define loss; an adapter must define dataset, model, optimizer, loss (it "
+        "defines `los`: a typo of `loss`?)",
+    ),
     "bad-batch-size": (
         "import autotune\n\n" f"class A(autotune.Adapter):\n    batch_size = 0\n{_GOOD_BODY}",
         "batch_size must be a positive integer",
