@@ -108,7 +108,8 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
             conf.add_row(
                 f"{c.trial}" + (" (base)" if c.baseline else "")
                 + (" (winner)" if c.trial == winner.record.number else ""),
-                ", ".join(human(v) for v in c.throughputs) or ", ".join(c.statuses),
+                ", ".join(human(v) for v in c.throughputs) or ", ".join(c.statuses)
+                or "none: judged by its search rate",  # no time left, or clearly behind
                 human(c.median),
                 f"{c.spread:.1%}" if c.spread is not None else "-",
                 f"{c.median / base:.2f}" if c.median and base else "-",

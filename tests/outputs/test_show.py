@@ -205,3 +205,24 @@ def test_a_stopped_search_says_so_first_in_best_yaml_and_show(tmp_path: Path) ->
     # Continued to its end, the next write has no such line.
     run_study(tmp_path / "again", str(tmp_path / "again.db"))
     assert "STOPPED" not in (tmp_path / "again" / "best.yaml").read_text()
+
+
+def test_a_candidate_without_a_fresh_run_says_what_judged_it(tmp_path: Path) -> None:
+    # An empty "runs" cell read as a lost result (a held-out user on the CPU VM, 2026-11-28).
+    out = tmp_path / "out"
+    run_study(out, str(tmp_path / "study.db"))
+    study = load_study(out)
+    entries = [study_attrs.ConfirmationEntry(trial=2, baseline=False, search_throughput=1600.0,
+                                             throughputs=(1500.0, 1550.0), median=1525.0,
+                                             spread=0.03, statuses=("ok", "ok")),
+               study_attrs.ConfirmationEntry(trial=0, baseline=True, search_throughput=800.0,
+                                             throughputs=(790.0,), median=790.0, spread=None,
+                                             statuses=("ok",)),
+               study_attrs.ConfirmationEntry(trial=1, baseline=False, search_throughput=900.0,
+                                             throughputs=(), median=None, spread=None,
+                                             statuses=())]
+    study_attrs.write_confirmation(study, entries)
+    console = Console(record=True, width=200)
+    show(out, console=console)
+    text = console.export_text()
+    assert "1.5k, 1.55k" in text and "none: judged by its search rate" in text
