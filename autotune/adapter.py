@@ -103,11 +103,12 @@ class Adapter:
     def items(self, batch: Any) -> int:
         """How many `unit`s a (CPU-side) batch holds. By default the length of its first tensor:
         the first field of a tuple, list or dataclass, the first value of a dict."""
-        n = first_length(batch)
-        if n is None:
+        if (n := first_length(batch)) is None:
             raise TypeError(
                 f"cannot tell how many {self.unit} a batch of type {type(batch).__name__} holds: "
-                "no tensor in it; define items(self, batch) in the adapter")
+                "no tensor found in tensors, dicts, tuples, lists or dataclasses (what the tool "
+                "moves to the device: make it one, or give its class .to(device)), or define "
+                "items(self, batch) in the adapter")
         return n
 
     def loader_args(self) -> dict[str, Any]:
@@ -185,9 +186,8 @@ def load_adapter(path: str | Path) -> type[Adapter]:
 def _near(cls: type, missing: list[str]) -> str:
     """" (it defines `los`: a typo of `loss`?)" for a name close to a missing one, or ""."""
     own = [n for n in vars(cls) if not n.startswith("__") and not hasattr(Adapter, n)]
-    typos = [(near[0], name) for name in missing
-             if (near := difflib.get_close_matches(name, own, n=1, cutoff=0.6))]
-    return "".join(f" (it defines `{t}`: a typo of `{name}`?)" for t, name in typos)
+    return "".join(f" (it defines `{near[0]}`: a typo of `{name}`?)" for name in missing
+                   if (near := difflib.get_close_matches(name, own, n=1, cutoff=0.6)))
 
 
 def defines(cls: type[Adapter], name: str) -> bool:

@@ -140,6 +140,13 @@ def test_items_of_a_batch_without_length_asks_for_items() -> None:
     with pytest.raises(TypeError, match="define items\\(self, batch\\)"):
         Adapter().items(object())
 
+    class Plain:  # tensors as attributes of a plain class: neither counted nor moved
+        def __init__(self) -> None:
+            self.x = torch.zeros(4, 2)
+
+    with pytest.raises(TypeError, match="dataclasses .* give its class .to\\(device\\)"):
+        Adapter().items(Plain())
+
 
 def test_optional_methods_are_optional(tmp_path: Path) -> None:
     path = tmp_path / "good.py"
