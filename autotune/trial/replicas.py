@@ -8,7 +8,8 @@ a held-out stream on the 2-CPU VM (2026-11-28) "won" at 2 workers, 1.13x, on twi
 A DataLoader hands an iterable dataset's batches over in turn, one from each worker. With W
 workers, batch 0 and batch 1 come from workers 0 and 1, and batch W is worker 0's second. A
 replayed stream shows batch 1 equal to batch 0 and batch W different from it (a stream of one
-constant batch, where all three are equal, duplicates nothing that matters).
+constant batch, where all three are equal, duplicates nothing that matters). Generated data
+shows it too when each worker's NumPy generator starts from the same seed.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class ReplicaCheck:
                     f"{self.workers}, the first two batches (from workers 0 and 1) are the same, "
                     f"so each item arrives {self.workers} times and the rate counts duplicates. "
                     f"Split the items by worker in the IterableDataset's __iter__ "
-                    f"(torch.utils.data.get_worker_info(): its id and num_workers)")
+                    f"(torch.utils.data.get_worker_info(): its id and num_workers), or, for "
+                    f"generated data, seed its NumPy or random generator by that id")
                 blame(exc, "dataset()")  # the adapter's to fix, whatever the config
                 raise exc
