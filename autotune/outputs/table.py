@@ -74,6 +74,8 @@ def trial_rows(records: Sequence[TrialRecord], baseline: float | None,
             **({"unit": unit} if unit else {}),
             "log": result.log if result else "",
         }
+        if result is not None and result.windows == 1:
+            row["spread"] = None  # one window has none to tell: it read 0.0% (a held-out stream)
         for phase, column in PHASE_COLUMNS.items():
             row[column] = result.phases.get(phase) if result else None
         d = result.diagnosis if result else None

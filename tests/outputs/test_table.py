@@ -222,3 +222,11 @@ def test_recompiles_and_shapes_go_into_the_csv() -> None:
     assert row["shape_range"] == "input_ids[1] 512-1024" and row["shape_count"] == "437"
     assert row["rising_windows"] == "5"  # windows dropped as a warm-up still climbing
     assert row["new_shape_windows"] == "3"  # windows set apart for a shape's first run
+
+
+def test_a_trial_of_one_window_has_no_spread_to_show() -> None:
+    # A held-out stream's trial measured one window and showed "0.0%*" (2-CPU VM, 2026-11-28).
+    one = ok(0, 100.0, baseline=True, fields={"spread": 0.0, "windows": 1, "converged": False})
+    two = ok(1, 100.0, fields={"spread": 0.0, "windows": 2})
+    rows = trial_rows([one, two], 100.0)
+    assert rows[0]["spread"] is None and rows[1]["spread"] == 0.0
