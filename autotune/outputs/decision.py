@@ -167,7 +167,9 @@ def winner_phrases(winner: Winner) -> tuple[str, str]:
     if d is not None:
         return speed, f" (confidence {d.confidence}: {d.verdict})"
     if not winner.confirmation:
-        return speed, " (not confirmed)"
+        # The defaults measured fastest: the confirmation had no config to hold against them.
+        return speed, (" (not confirmed: no config measured faster than the baseline)"
+                       if winner.record.baseline else " (not confirmed)")
     return speed, "" if note else " (confirmed by repeated runs)"
 
 

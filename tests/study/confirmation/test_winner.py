@@ -466,3 +466,15 @@ def test_a_winner_run_fresh_once_is_never_high() -> None:
     assert (winner.record.number, d.verdict, d.runs, d.confidence) == (
         3, "tie within noise", 1, "low")
     assert set(d.tied) == {2, 5, 3}
+
+
+def test_a_baseline_that_stays_fastest_says_why_nothing_was_confirmed() -> None:
+    # `--confirm 1` on the CPU VM (2026-11-28): the baseline led, nothing ran fresh, and the
+    # console said "(not confirmed)" with no reason.
+    base = pick_winner([run(0, baseline=True, value=300.0), run(1, batch_size=16, value=200.0)],
+                       None)
+    assert base is not None and base.record.number == 0
+    assert winner_phrases(base)[1] == " (not confirmed: no config measured faster than the baseline)"
+    other = pick_winner([run(0, baseline=True, value=100.0), run(1, batch_size=16, value=200.0)],
+                        None)
+    assert other is not None and winner_phrases(other)[1] == " (not confirmed)"
