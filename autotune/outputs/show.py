@@ -100,8 +100,9 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
     _print_shape_notes(console, ok, rows, cuda=info is None or info.device != "cpu")
     if confirmation and winner is not None:
         base = winner.baseline if winner.confirmation else None
-        conf = Table(title="confirmation: fresh re-runs after the search (the winner is picked "
-                     "here)", box=box, title_justify=justify)
+        # Short enough not to wrap over a narrow table (it broke mid-sentence, padded).
+        conf = Table(title="fresh re-runs: the winner is picked here", box=box,
+                     title_justify=justify)
         for name in ("#", "runs", "median", "spread", "x base", "search said"):
             conf.add_column(name, justify="right")
         for c in confirmation:
