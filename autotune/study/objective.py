@@ -22,6 +22,7 @@ from autotune.study.policy.pruning import PRUNE_RATIO
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 from autotune.study.policy.eager import cannot_win, recompiling
 from autotune.study.policy.refused import refused
+from autotune.study.policy.start_cost import eager_seconds
 from autotune.study.policy.twins import null_threads, runs_alike
 
 __all__ = ["Objective", "Outcome"]
@@ -147,6 +148,12 @@ class Objective:
                     status=Status.TIMEOUT, ran=False, reason=f"not run: compiling and running it would "
                     f"take about {_secs(cold[0], limit)} s ({basis}), more than the "
                     f"{_secs(limit, cold[0])} s left"))
+            slow = eager_seconds(config, done)  # a knob that makes every trial slow to start
+            if slow is not None and slow[0] > limit:
+                return Outcome(unaffordable=slow[0], result=TrialResult(
+                    status=Status.TIMEOUT, ran=False, reason=f"not run: eager trials with "
+                    f"{slow[1]} took at least {_secs(slow[0], limit)} s here (trial {slow[2]}), "
+                    f"more than the {_secs(limit, slow[0])} s left"))
         request = TrialRequest(adapter=str(self.adapter), config=config, device=self.device,
                                measure=self.measure, number=number,
                                diagnose_from=self.diagnose_from(), compile_grace=compile_grace)

@@ -327,6 +327,31 @@ def test_a_new_graph_that_cannot_finish_in_what_is_left_is_not_started(tmp_path:
     assert len(runner.requests) == 2
 
 
+def test_an_eager_config_whose_knob_made_its_trials_slow_is_not_started_short(
+        tmp_path: Path) -> None:
+    # MobileNetV3 on an H200 (2026-11-28, run 4): cuDNN's benchmark made its one trial take 37 s
+    # (24 s of warm-up); a later proposal with it was started with 12 s left and cut in its first
+    # step. The check modelled only compiles.
+    bench = EAGER.replace(cudnn_benchmark=True)
+    done = [_ran(0, EAGER, compile_seconds=0.3, seconds=19.0),
+            _ran(1, bench, compile_seconds=0.3, seconds=37.5),
+            _ran(2, EAGER.replace(num_workers=3), compile_seconds=0.3, seconds=8.7)]
+    runner = FakeRunner()
+    obj = objective(tmp_path, runner, done)
+    outcome = obj(3, bench.replace(num_workers=11, memory_format="channels_last"), limit=12.0,
+                  budget_cut=True)
+    assert outcome.unaffordable == 37.5 and outcome.result.status is Status.TIMEOUT
+    assert outcome.result.reason == ("not run: eager trials with cudnn_benchmark=True took at "
+                                     "least 38 s here (trial 1), more than the 12 s left")
+    assert runner.requests == []
+    # Without that knob its values ran in 9-19 s: started. So it is when the budget does not
+    # cut the trial, and a compiled config is left to the compile estimate.
+    assert not obj(4, EAGER.replace(num_workers=3, pin_memory=True), limit=12.0,
+                   budget_cut=True).unaffordable
+    assert not obj(5, bench.replace(num_workers=2), limit=12.0, budget_cut=False).unaffordable
+    assert len(runner.requests) == 2
+
+
 def test_a_cached_graph_still_costs_its_quickest_compile(tmp_path: Path) -> None:
     # The persistent cache holds the graph, but Dynamo traces the model and looks the graphs up
     # again: a transformers GPT-2 spent 44 s so with every graph cached (H100), and a trial of
