@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,6 +24,7 @@ from autotune.outputs.table import trial_rows
 from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_winner
 from autotune.study.store import records, study_attrs
 from autotune.study.store.storage import open_storage
+from autotune.study.store.study_attrs import ConfirmationEntry
 
 __all__ = ["load_study", "next_steps", "show", "winner_line"]
 
@@ -98,6 +100,8 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
         console.print("* not converged: the windows' median was not known to the tolerance when "
                       "the time ran out (windows that disagree, or too few of them to tell)")
     _print_shape_notes(console, ok, rows, cuda=info is None or info.device != "cpu")
+    if note := _base_note(confirmation or ()):
+        console.print(note)
     if confirmation and winner is not None:
         base = winner.baseline if winner.confirmation else None
         # Short enough not to wrap over a narrow table (it broke mid-sentence, padded).
@@ -125,6 +129,21 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
                      for r in rows if r["status"] not in ("ok", "running", ""))
     if failed:
         console.print("other trials: " + ", ".join(f"{n} {s}" for s, n in sorted(failed.items())))
+
+
+def _base_note(confirmation: Sequence[ConfirmationEntry]) -> str | None:
+    """Said when the search's "x base" divides by a baseline reading its fresh runs disagree
+    with by more than a tenth: a held-out user's baseline read 30.3k in the search and 44.1k
+    fresh, and a trial shown at 1.38x ran 0.90x it fresh (2-CPU VM, 2026-11-28)."""
+    base = next((c for c in confirmation if c.baseline and c.median), None)
+    if base is None or not base.median or base.search_throughput <= 0:
+        return None
+    off = base.search_throughput / base.median
+    if 1 / 1.1 <= off <= 1.1:
+        return None
+    return (f"x base divides by the baseline's search reading, {human(base.search_throughput)}; "
+            f"its fresh runs read {human(base.median)}, so the search's ratios read {1 / off:.2f}x "
+            f"what they would against that (the fresh re-runs' x base uses it)")
 
 
 def winner_line(winner: Winner, unit: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -226,3 +227,36 @@ def test_a_candidate_without_a_fresh_run_says_what_judged_it(tmp_path: Path) -> 
     show(out, console=console)
     text = console.export_text()
     assert "1.5k, 1.55k" in text and "none: judged by its search rate" in text
+
+
+def test_a_baseline_read_low_in_the_search_is_said_under_the_table(tmp_path: Path) -> None:
+    # A held-out user's baseline read 30.3k in the search and 44.1k fresh: a trial shown at
+    # 1.38x ran 0.90x it fresh, and nothing said why (2-CPU VM, 2026-11-28).
+    out = tmp_path / "out"
+    run_study(out, str(tmp_path / "study.db"))
+    study = load_study(out)
+
+    def entries(base_fresh: float) -> list[study_attrs.ConfirmationEntry]:
+        return [study_attrs.ConfirmationEntry(trial=2, baseline=False, search_throughput=1600.0,
+                                              throughputs=(1500.0, 1550.0), median=1525.0,
+                                              spread=0.03, statuses=("ok", "ok")),
+                study_attrs.ConfirmationEntry(trial=0, baseline=True, search_throughput=800.0,
+                                              throughputs=(base_fresh,), median=base_fresh,
+                                              spread=None, statuses=("ok",))]
+
+    for fresh, said in ((1200.0, True), (840.0, False)):
+        study_attrs.write_confirmation(study, entries(fresh))
+        console = Console(record=True, width=200)
+        show(out, console=console)
+        text = console.export_text()
+        assert ("x base divides by the baseline's search reading" in text) is said, text
+    assert ("x base divides by the baseline's search reading, 800; its fresh runs read 1.2k, so "
+            "the search's ratios read 1.50x what they would against that") in " ".join(
+                show_text(out, entries(1200.0), study).split())
+
+
+def show_text(out: Path, entries: list[study_attrs.ConfirmationEntry], study: Any) -> str:
+    study_attrs.write_confirmation(study, entries)
+    console = Console(record=True, width=300)
+    show(out, console=console)
+    return console.export_text()
