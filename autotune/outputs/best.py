@@ -70,7 +70,7 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
                                cuda=_on_gpu(result), compiled=config.compile != "none"),
         "measurement": {
             "trial": best.number,
-            "spread": rounded(result.spread),
+            "spread": None if result.windows == 1 else rounded(result.spread),  # none in one
             "converged": result.converged,
             "windows": result.windows,
             "step_seconds": rounded(result.step_seconds),

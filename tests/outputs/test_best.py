@@ -64,6 +64,9 @@ def test_config_figures_and_provenance(tmp_path: Path) -> None:
     m = doc["measurement"]
     assert m["trial"] == 1 and m["windows"] == 4 and m["converged"] is True
     assert m["spread"] == 0.01235 and m["step_seconds"] == 0.02667  # 4 significant digits
+    # One window has no spread to tell (it read 0, as if its windows agreed).
+    one = document(tmp_path, measured(spread=0.0, windows=1, converged=False))["measurement"]
+    assert one["spread"] is None and one["windows"] == 1
     p = doc["provenance"]
     assert p["device"] == "NVIDIA H100" and p["device_kind"] == "cpu"
     assert p["torch"] == "2.13.0" and p["cpus_available"] == 8 and p["cgroup_cpu_limit"] == 8.0
