@@ -14,12 +14,12 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from autotune.contract.result import NOT_RUN
 from autotune.study.store.study_attrs import ConfirmationEntry
 
 __all__ = ["Confirmed", "PlotData", "Point", "plot_data", "search_clock"]
 
 DUPLICATE = "same config as trial"
-NOT_RUN = "not run"
 """How a trial row that copied an earlier trial's result begins its reason (table.py): it
 measured nothing, so it is no point of its own."""
 RESUME_GAP = 60.0

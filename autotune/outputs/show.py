@@ -18,6 +18,7 @@ from autotune.contract.config import KNOBS, TrainConfig
 from autotune.contract.errors import InputError
 from autotune.contract.fmt import human
 from autotune.contract.recompiles import divisor, recompile_note
+from autotune.contract.result import NOT_RUN
 from autotune.contract.shapes import padding_note
 from autotune.outputs.decision import decision_note, spread_warnings, winner_phrases
 from autotune.outputs.table import trial_rows
@@ -125,7 +126,7 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
         _print_winner(console, winner, unit, None if info is None else info.adapter, out)
     # A config refused unrun is told to the study as a timeout (its reason "not run: ..."):
     # counted with the timeouts it read as one that had run and been cut.
-    failed = Counter("not run" if str(r["reason"] or "").startswith("not run") else r["status"]
+    failed = Counter(NOT_RUN if str(r["reason"] or "").startswith(NOT_RUN) else r["status"]
                      for r in rows if r["status"] not in ("ok", "running", ""))
     if failed:
         console.print("other trials: " + ", ".join(f"{n} {s}" for s, n in sorted(failed.items())))
