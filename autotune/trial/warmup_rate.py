@@ -5,8 +5,9 @@ Warm-up waits for step times to settle and drains the loader's queue: for a slow
 most of its trial. On an H100 a Faster R-CNN at fp16 took 4.75 s a step, 39 s of warm-up and 14 s
 of windows, to read 0.06x the best (2026-11-26). The wrapper times each step from its call to the
 next call (warm-up synchronizes after each step, so the interval holds the step's device work),
-leaves out the first (compiling, first-call setup) and any step during which compile seconds
-grew (a recompile is a fixed cost), and emits the rest in chunks of at least `CHUNK_SECONDS`.
+leaves out the first (compiling, first-call setup), any step during which compile seconds
+grew (a recompile is a fixed cost) and the first `SHAPE_SETUP_STEPS` steps at a batch shape no
+step ran (a per-shape cost paid once), and emits the rest in chunks of at least `CHUNK_SECONDS`.
 """
 
 from __future__ import annotations
@@ -17,10 +18,19 @@ from collections.abc import Callable
 from autotune.contract.events import WarmupEvent
 from autotune.trial.warmup import RECOMPILE_SECONDS, Step, StepResult
 
-__all__ = ["CHUNK_SECONDS", "WarmupRate"]
+__all__ = ["CHUNK_SECONDS", "SHAPE_SETUP_STEPS", "WarmupRate"]
 
 CHUNK_SECONDS = 1.0
 """Seconds of steps per event at least: a 10-ms step writes a line a second, not a hundred."""
+
+SHAPE_SETUP_STEPS = 4
+"""Steps at a new batch shape left out of the warm rate, after the first step: a new shape can
+pay a setup its repeats do not. A held-out speech model on padded batches (H200, 2026-11-28)
+ran bf16 steps of 43-51 ms at a length seen before and about 200 ms at a new one (cuDNN's
+attention plans it per shape); in the first process on the host to run bf16, 2.8, 2.2 and 1.8 s
+(its kernels compiled, then cached). Its first bf16 trial was stopped as hopeless on its steps 2
+and 3, at 0.06x the fp32 leader; bf16 was the winner, found by chance later. Only the first few:
+a step whose every batch has a new shape pays it every step."""
 
 
 class WarmupRate:
@@ -36,7 +46,8 @@ class WarmupRate:
         self._compiled = compiled_seconds or (lambda: None)
         self._on_recompile = on_recompile
         self._calls = 0
-        self._last: tuple[float, float | None, int] | None = None  # start, compiled, items
+        self._last: tuple[float, float | None, StepResult] | None = None  # start, compiled
+        self._new_shapes = 0  # steps at a new shape left out so far
         self._items = self._seconds = 0.0
         self._steps = 0
         self._stopped = False
@@ -51,7 +62,7 @@ class WarmupRate:
         if self._calls and self._on_recompile is not None and _grew(compiled, self._compiled()):
             self._on_recompile()
         self._calls += 1
-        self._last = (now, compiled, result.items)
+        self._last = (now, compiled, result)
         return result
 
     def stop(self) -> None:
@@ -61,10 +72,13 @@ class WarmupRate:
     def _close(self, now: float, compiled: float | None) -> None:
         """The last call ended at `now`: count it unless it was the first or compiled."""
         assert self._last is not None
-        start, before, items = self._last
+        start, before, result = self._last
         if self._calls < 2 or _grew(before, compiled) or now <= start:
             return
-        self._items += items
+        if result.new_shape and self._new_shapes < SHAPE_SETUP_STEPS:
+            self._new_shapes += 1
+            return
+        self._items += result.items
         self._seconds += now - start
         self._steps += 1
         if self._seconds >= CHUNK_SECONDS:
