@@ -275,11 +275,16 @@ def diagnosed(step: TrainStep, timed: Timed, prefetch_batches: int) -> Diagnosed
     return Diagnosed(diagnosis=d)
 
 
+TORCH_BOILERPLATE = "Set TORCHDYNAMO_VERBOSE=1"
+"""The line torch.compile's errors end with (how to get its internal stack): not the error."""
+
+
 def one_line(exc: BaseException) -> str:
     """Type and message on one line. A multi-line message keeps its last line too: a DataLoader
     worker's exception arrives as "Caught ValueError in DataLoader worker process 0." with the
     original error ("ValueError: bad sample 3") on the last line."""
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    lines = [line.strip() for line in str(exc).strip().splitlines()
+             if line.strip() and not line.strip().startswith(TORCH_BOILERPLATE)]
     text = lines[0] if lines else ""
     if len(lines) > 1:
         text += f" ... {lines[-1]}"

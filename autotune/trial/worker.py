@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import sys
 import time
 import traceback
@@ -94,7 +95,27 @@ def _reason(exc: BaseException, adapter: str) -> str:
     from autotune.trial.blame import blamed, where_in
 
     line = where_in(exc, adapter) if blamed(exc) else ""
-    return steps.one_line(exc) + (f" ({line})" if line else "")
+    return steps.one_line(exc) + (f" ({line})" if line else _in_compiler(exc))
+
+
+COMPILER = re.compile(r"/(torch/(?:_inductor|_dynamo|_functorch|fx)/[^/].*)$")
+"""torch.compile's own code, by file path."""
+
+
+def _in_compiler(exc: BaseException) -> str:
+    """Where in torch.compile's own code `exc` was raised (its innermost frame), as " (raised
+    in torch.compile's own code: FILE:LINE in FUNC)"; "" when elsewhere. A held-out speech
+    model's compile failed with "InductorError: AssertionError:" and no message, which said
+    neither where nor whose (H200, 2026-11-28)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    path = "" if tb is None else tb.tb_frame.f_code.co_filename.replace("\\", "/")
+    found = COMPILER.search(path)
+    if tb is None or found is None:
+        return ""
+    return (f" (raised in torch.compile's own code: {found.group(1)}:{tb.tb_lineno} in "
+            f"{tb.tb_frame.f_code.co_name})")
 
 
 @dataclasses.dataclass

@@ -16,7 +16,7 @@ from autotune import HostCpu, MeasureSettings, Status, TrainConfig, TrialResult,
 from autotune.contract.phases import MEASURED, PHASES
 from autotune.contract.request import TrialRequest
 from autotune.trial.steps import DIAGNOSIS_RESERVE, REPORT_RESERVE, one_line, settings_for
-from autotune.trial.worker import Preloaded, main, run_trial, serve
+from autotune.trial.worker import Preloaded, _reason, main, run_trial, serve
 
 QUICK = MeasureSettings(window_seconds=0.02, budget_seconds=0.2, max_windows=5)
 
@@ -321,3 +321,31 @@ def test_where_the_tools_loader_hands_batches_over_is_reported_not_a_make_loader
     built = run_trial(request_for(own), tmp_path / "b.jsonl")
     assert plain.status is Status.OK and built.status is Status.OK, (plain.reason, built.reason)
     assert (plain.batch_device, built.batch_device) == ("cuda", None)
+
+
+def _raised_in(path: str, exc: BaseException) -> BaseException:
+    """`exc` as raised by a function whose code lives at `path`."""
+    code = compile("def get_pw_red_splits(exc):\n    raise exc\n", path, "exec")
+    space: dict[str, Any] = {}
+    exec(code, space)  # noqa: S102 - a frame with that file name, as torch's own
+    try:
+        space["get_pw_red_splits"](exc)
+    except BaseException as caught:  # noqa: BLE001
+        return caught
+    raise AssertionError("not raised")
+
+
+def test_a_failure_inside_torch_compile_says_where_and_drops_torchs_boilerplate() -> None:
+    # A held-out speech model's compile on an H200 (2026-11-28): "InductorError: AssertionError:
+    # ... Set TORCHDYNAMO_VERBOSE=1 ..." said neither where nor whose.
+    inductor = type("InductorError", (RuntimeError,), {})
+    exc = _raised_in("/opt/torch/.venv/lib/python3.12/site-packages/torch/_inductor/tiling_utils.py",
+                     inductor("AssertionError: \nSet TORCHDYNAMO_VERBOSE=1 for the internal stack "
+                              "trace (please do this especially if you're reporting a bug to "
+                              "PyTorch). For even more developer context, set TORCH_LOGS=\"+dynamo\""))
+    assert _reason(exc, "adapter.py") == (
+        "InductorError: AssertionError: (raised in torch.compile's own code: "
+        "torch/_inductor/tiling_utils.py:2 in get_pw_red_splits)")
+    elsewhere = _raised_in("/opt/torch/.venv/lib/python3.12/site-packages/torch/nn/functional.py",
+                           ValueError("bad shape"))
+    assert _reason(elsewhere, "adapter.py") == "ValueError: bad shape"
