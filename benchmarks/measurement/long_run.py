@@ -101,13 +101,16 @@ def main() -> None:
             sync()
             counting, t0 = True, time.perf_counter()
             slice_start = t0
-        elif counting and now - t0 >= args.seconds:
-            break
-        elif counting and now - slice_start >= args.slice_seconds:
+            continue
+        # A slice closes before the run ends: a run's last step ends its last slice too (a
+        # step longer than --seconds, on a loaded host, left no slice at all).
+        if counting and now - slice_start >= args.slice_seconds:
             sync()
             now = time.perf_counter()
             slices.append((items - slice_items) / (now - slice_start))
             slice_start, slice_items = now, items
+        if counting and now - t0 >= args.seconds:
+            break
     sync()
     elapsed = time.perf_counter() - t0
     print(json.dumps({"throughput": items / elapsed, "items": items, "steps": steps,
