@@ -173,8 +173,8 @@ class TrialResult:
     """Early timed windows dropped because the rate was still climbing when the measuring
     budget or the window count's cap ended them (`trial.trend`): a warm-up that went on."""
     new_shape_windows: int | None = None
-    """Timed windows set apart, and timed again, because a batch shape ran there for the first
-    time: a one-off cost a long run pays once per shape (`trial.window.one_off_shapes`)."""
+    """Timed windows set apart and timed again, or counted without the known extra seconds,
+    because a batch shape ran there first: a one-off cost a long run pays once per shape."""
     peak_allocated_mb: float | None = None  # peak device memory in live tensors (CUDA only)
     peak_reserved_mb: float | None = None  # ... held by PyTorch's caching allocator (CUDA only)
     peak_rss_mb: float | None = None

@@ -187,10 +187,11 @@ def _timed_windows(step: Step, plan: WindowPlan, s: MeasureSettings, *,
                    ) -> tuple[list[Window], int, bool, int, int]:
     """Timed windows until their median is known to the tolerance, the budget ends, or another
     would end past `until`: the windows, how many recompiled ones were dropped, whether they
-    converged, how many were dropped as still rising, and how many were set apart for a shape
-    run there first (`measure` says what each argument is). A window that ran a shape first is
+    converged, how many were dropped as still rising, and how many were set apart (or counted
+    without its known cost) for a shape run there first (`measure` says what each argument is). A window that ran a shape first is
     set apart only while the budget still fits the windows that must count; once the windows
-    show such runs costing nothing (`shapes_cost`), those set apart count after all. Windows
+    show such runs costing nothing (`shapes_cost`), those set apart count after all, and once
+    they show a cost, a window that must count counts without it (`FirstRuns.counted`). Windows
     planned short for a loader that kept up in warm-up start over, 3 rounds of its workers
     long, once one stalls for data (`window.burst_plan`)."""
     windows: list[Window] = []
@@ -216,13 +217,15 @@ def _timed_windows(step: Step, plan: WindowPlan, s: MeasureSettings, *,
         # Room to set a window apart: the budget still fits the windows that must count.
         room = elapsed + max(0, s.min_windows - len(windows)) * window.seconds < budget
         if longer is not None:  # the short windows read the queue's bunches: time anew
-            plan, windows, first = longer, [], FirstRuns()
+            plan, windows, first = longer, [], FirstRuns(first.known)  # (its windows dropped)
             budget = min(EXTEND * s.budget_seconds,
                          max(budget, elapsed + s.min_windows * longer.steps * per_step))
         elif recompiled and gather is None and len(dropped) < MAX_RECOMPILED_WINDOWS:
             dropped.append(window)  # not reported either: the pruner would read a compile
         elif recompiled or gather is not None or not first.take(window, windows + dropped,
                                                                room=room):
+            if not recompiled and gather is None:  # its first runs' known cost taken out
+                window = first.counted(window, windows + dropped)
             windows.append(window)
             if on_window is not None:
                 on_window(window)
@@ -251,4 +254,4 @@ def _timed_windows(step: Step, plan: WindowPlan, s: MeasureSettings, *,
     windows = first.top_up(windows, s.min_windows)
     if not windows:  # only recompiled windows fitted: they are what was measured
         windows, dropped = dropped, []
-    return windows, len(dropped), converged, rising, len(first.apart)
+    return windows, len(dropped), converged, rising, len(first.apart) + first.discounted

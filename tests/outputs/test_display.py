@@ -85,7 +85,7 @@ def test_an_ok_trial_says_how_many_windows_ran_a_shape_first() -> None:
     result = TrialResult(status=Status.OK, throughput=1200.0, converged=True,
                          new_shape_windows=3, duration_seconds=30.0)
     line = finish(RichDisplay(console()), 2, BASE, result)
-    assert line == "#2 ok 1.2k samples/s (3 window(s) of new shapes set apart) bs=8 fp32 [30 s]"
+    assert line == "#2 ok 1.2k samples/s (3 window(s) of new shapes: first runs' cost left out) bs=8 fp32 [30 s]"
 
 
 def test_a_duplicate_says_so_instead_of_its_cost() -> None:

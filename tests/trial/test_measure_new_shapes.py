@@ -12,7 +12,7 @@ from helpers import FakeClock
 
 from autotune import MeasureSettings, measure
 from autotune.trial.measure import Measurement, StepResult, Window
-from autotune.trial.window import FirstRuns, one_off_shapes, shapes_cost
+from autotune.trial.window import FirstRuns, first_run_seconds, one_off_shapes, shapes_cost
 
 SEEN = 1 / 64
 NEW = 1 / 16  # a first run of a shape: 4x a seen one's
@@ -137,3 +137,39 @@ def test_windows_fold_back_in_the_order_they_were_timed() -> None:
     assert first.in_order([b, a]) == [a, b]
     first.stamp(a)  # as if `a` were a new window made where a freed one lived
     assert first.in_order([a, b]) == [b, a]
+
+
+def test_windows_that_must_count_though_they_ran_a_new_shape_count_without_its_known_cost() -> None:
+    # A held-out speech model in bf16 (H200, 2026-11-28): clean windows read 750-860k frames/s,
+    # those with a new length 230-450k; once every window held a new length they all counted
+    # as timed, and the eager dtype that won read 0.85x what it ran. Two clean windows and two
+    # set apart show the cost (3/64 s a first run); then every window holds one first run.
+    new = lambda n: n in {5, 13} or (n >= 20 and n % 4 == 0)  # noqa: E731
+    m, seen = timed(new, budget_seconds=0.6)
+    assert m.new_shape_windows == 3 + 1 and [w.new_shapes for w in m.windows] == [0, 0, 1]
+    assert m.throughput == ITEMS / SEEN  # counted as 4 seen steps, not 3 and a first run
+    assert seen == list(m.windows)  # the pruner read it so too
+    # Before the cost is known (no window set apart: no room), a window counts as timed.
+    m, _ = timed(new, budget_seconds=0.3)
+    assert m.throughput < ITEMS / SEEN and m.new_shape_windows == 0
+
+
+def test_a_known_first_run_cost_is_taken_out_at_most_down_to_clean_steps() -> None:
+    clean = Window(steps=4, items=32, seconds=1.0, data_wait=0.0)
+    apart = Window(steps=4, items=32, seconds=2.0, data_wait=0.0, new_shapes=1)
+    assert first_run_seconds([clean, clean], [apart, apart]) == (0.25, 1.0)
+    first = FirstRuns()
+    first.apart = [apart, apart]
+    assert first.settle([clean, clean]) == [clean, clean] and first.known == (0.25, 1.0)
+    # Two first runs in 8 steps (a quarter: one-offs): 2 s of their extra out, 0.25 s a step.
+    two = Window(steps=8, items=64, seconds=4.5, data_wait=0.0, new_shapes=2)
+    assert first.counted(two, [clean, clean]).seconds == 2.5
+    # Never faster than clean steps: 8 clean steps take 2 s.
+    cheap = Window(steps=8, items=64, seconds=2.6, data_wait=0.0, new_shapes=2)
+    assert first.counted(cheap, [clean, clean]).seconds == 2.0
+    # Most steps new (a graph net's node counts): the step's steady rate, counted as timed.
+    many = Window(steps=4, items=32, seconds=4.0, data_wait=0.0, new_shapes=3)
+    assert first.counted(many, [many]) is many
+    # Windows timed anew (3 rounds of the workers after a stall) keep what was learned.
+    assert FirstRuns(first.known).counted(two, [clean]).seconds == 2.5
+    assert FirstRuns().counted(two, [clean]) is two
