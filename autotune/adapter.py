@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import importlib.util
 import inspect
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from autotune.contract.batch import first_length
-from autotune.contract.errors import InputError
+from autotune.contract.errors import InputError, near_miss
 from autotune.contract.params import default_params, instantiate, readable
 
 __all__ = ["LOADER_KNOBS", "Adapter", "check_loader_args", "defines", "load_adapter"]
@@ -118,7 +117,8 @@ class Adapter:
         The tool adds its own knobs over them (batch_size, num_workers, prefetch_factor,
         pin_memory, persistent_workers; naming one here is an error). Without a sampler or
         shuffle, a map-style dataset is read in a random order that costs nothing to start
-        (`shuffle=True` gets the same); without drop_last, only full batches are used.
+        (`shuffle=True` gets the same); without drop_last, only full batches are used. What
+        `dataset()` keeps on `self` (lengths for a sampler) is there: it ran on this adapter.
         """
         return {}
 
@@ -176,18 +176,12 @@ def load_adapter(path: str | Path) -> type[Adapter]:
     missing = [name for name in _REQUIRED if getattr(cls, name) is getattr(Adapter, name)]
     if missing:
         raise InputError(f"{path}: {cls.__name__} does not define {', '.join(missing)}; an "
-                         f"adapter must define {', '.join(_REQUIRED)}{_near(cls, missing)}")
+                         f"adapter must define {', '.join(_REQUIRED)}"
+                         f"{near_miss([n for n in vars(cls) if not hasattr(Adapter, n)], missing)}")
     _check_sizes(path, cls)
     _check_signatures(path, cls)
     _check_loader(path, cls)
     return cls
-
-
-def _near(cls: type, missing: list[str]) -> str:
-    """" (it defines `los`: a typo of `loss`?)" for a name close to a missing one, or ""."""
-    own = [n for n in vars(cls) if not n.startswith("__") and not hasattr(Adapter, n)]
-    return "".join(f" (it defines `{near[0]}`: a typo of `{name}`?)" for name in missing
-                   if (near := difflib.get_close_matches(name, own, n=1, cutoff=0.6)))
 
 
 def defines(cls: type[Adapter], name: str) -> bool:
@@ -269,9 +263,12 @@ def _check_loader(path: Path, cls: type[Adapter]) -> None:
                          "used: keep one (pass the arguments inside make_loader)")
     if not readable(cls.knobs):  # loader_args() reading self.params would fail, blaming itself:
         return  # the knobs' own check (study.space.adapter_knobs) names the knob and the fix
+    adapter = cls()
     try:
-        args = cls().loader_args()
+        args = adapter.loader_args()
     except Exception as exc:  # any error in user code: report it with its traceback
+        if isinstance(exc, AttributeError) and exc.obj is adapter:
+            return  # one dataset() sets, not run here (a sampler of it): the trial checks it
         tb = "".join(traceback.format_exception(exc))
         raise InputError(f"{path}: {cls.__name__}().loader_args() failed:\n{tb}") from None
     check_loader_args(args, f"{path}: {cls.__name__}")

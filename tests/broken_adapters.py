@@ -105,6 +105,11 @@ BROKEN.update({
         "    def loader_args(self):\n        raise KeyError('no such collate')\n",
         "A().loader_args() failed:\nTraceback",
     ),
+    "loader-args-attribute-error-elsewhere": (  # not one of self's: its own error, reported
+        "import autotune\n\n" f"class A(autotune.Adapter):{_GOOD_BODY}\n"
+        "    def loader_args(self):\n        return {'collate_fn': None.fn}\n",
+        "A().loader_args() failed:\nTraceback",
+    ),
     "loader-args-and-make-loader": (
         "import autotune\n\n" f"class A(autotune.Adapter):{_GOOD_BODY}\n"
         "    def loader_args(self):\n        return {}\n\n"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Sequence
 
-__all__ = ["ContractError", "InputError"]
+__all__ = ["ContractError", "InputError", "near_miss"]
 
 
 class InputError(Exception):
@@ -72,3 +74,11 @@ def _fix_for(reason: str) -> str:
     """A fix for a common failure, said from the error's own text ("" when none), ended with
     "; " to go before the contract's hint."""
     return next((f"{fix}; " for pattern, fix in _FIXES if pattern.search(reason)), "")
+
+
+def near_miss(names: Sequence[str], missing: Sequence[str]) -> str:
+    """The hint ' (it defines `los`: a typo of `loss`?)' for each of `names` close to a
+    `missing` one (dunder names aside), or ""."""
+    own = [n for n in names if not n.startswith("__")]
+    return "".join(f" (it defines `{near[0]}`: a typo of `{name}`?)" for name in missing
+                   if (near := difflib.get_close_matches(name, own, n=1, cutoff=0.6)))

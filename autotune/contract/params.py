@@ -17,11 +17,11 @@ them, as the trial process may.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
-__all__ = ["AFFECTS", "SCALARS", "Params", "affects", "default_params", "instantiate",
-           "readable", "same_dataset"]
+__all__ = ["AFFECTS", "SCALARS", "Params", "affects", "built_state", "default_params",
+           "instantiate", "readable", "same_dataset"]
 
 AFFECTS = ("loader", "model", "both")
 """What an adapter knob acts on (`affects:`, default "both"): a loader-only knob changes no
@@ -130,3 +130,14 @@ def instantiate(cls: type[T], params: Mapping[str, Any]) -> T:
     adapter.__dict__["_params"] = Params({**default_params(declared), **params})
     adapter.__init__()  # type: ignore[misc]  # the tool calls adapters with no arguments
     return adapter
+
+
+def built_state(adapter: Any, build: Callable[[], T]) -> tuple[T, dict[str, Any]]:
+    """What `build` (a method of `adapter`, its `dataset`) returns, and the attributes it set on
+    `adapter`, new or rebound: a trial that reuses the dataset built elsewhere sets them on its
+    own adapter, so that its later methods find them (a length-grouped sampler built in
+    `loader_args` from `self._ds`, kept by `dataset()`: a held-out user's, 2026-11-28)."""
+    before = dict(vars(adapter))
+    built = build()
+    return built, {k: v for k, v in vars(adapter).items()
+                   if k != "_params" and (k not in before or before[k] is not v)}

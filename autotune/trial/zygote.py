@@ -48,7 +48,7 @@ def _preload(adapter_path: str) -> tuple[Any, str]:
     import autotune.trial.diagnose  # noqa: F401
     import autotune.trial.fingerprint
     from autotune.adapter import load_adapter
-    from autotune.contract.params import instantiate
+    from autotune.contract.params import built_state, instantiate
     from autotune.trial.worker import Preloaded
 
     try:  # what each torch.compile trial would import again (seconds)
@@ -63,16 +63,18 @@ def _preload(adapter_path: str) -> tuple[Any, str]:
     # safe to fork. Each child gets the usual thread count back.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    note = ""
+    note, state = "", {}
     try:
-        dataset = instantiate(adapter_cls, {}).dataset()  # at the knobs' defaults
+        adapter = instantiate(adapter_cls, {})  # at the knobs' defaults
+        dataset, state = built_state(adapter, adapter.dataset)
     except Exception as exc:  # reported by every trial, which builds it again and fails there
         dataset, note = None, f"dataset() failed in the fork server: {type(exc).__name__}: {exc}"
     torch.set_num_threads(threads)
     if torch.cuda.is_initialized():
         raise RuntimeError("the adapter started CUDA at import or in dataset(): trials cannot "
                            "be forked from this process")
-    return Preloaded(adapter_path=adapter_path, adapter_cls=adapter_cls, dataset=dataset), note
+    return Preloaded(adapter_path=adapter_path, adapter_cls=adapter_cls, dataset=dataset,
+                     state=state), note
 
 
 def _apply_allocator_settings(torch: Any) -> None:

@@ -13,7 +13,7 @@ import yaml
 
 from autotune import Adapter, InputError, TrainConfig
 from autotune.contract.config import KNOB, read_config
-from autotune.contract.params import Params, default_params, instantiate, same_dataset
+from autotune.contract.params import Params, built_state, default_params, instantiate, same_dataset
 
 DECLARED = {"pad": {"choices": [None, 64], "affects": "loader"},
             "attn": {"choices": ["sdpa", "eager"], "default": "eager", "affects": "model"},
@@ -95,3 +95,22 @@ def test_an_adapter_reads_its_values_from_before_init() -> None:
 def test_a_preloaded_dataset_is_reused_only_when_no_loader_knob_moved(
         params: dict[str, Any], same: bool) -> None:
     assert same_dataset(DECLARED, params) is same
+
+
+def test_built_state_is_what_the_build_set_or_rebound_on_the_adapter() -> None:
+    class Holder:
+        def __init__(self) -> None:
+            self._params = {"k": 1}
+            self.kept = [1]
+            self.rebound: list[int] | None = None
+
+        def dataset(self) -> list[int]:
+            self.rebound = self.kept * 2
+            self.lengths = [3, 1, 2]
+            self.kept.append(2)  # mutated in place: the same object, shared anyway
+            return self.lengths
+
+    holder = Holder()
+    built, state = built_state(holder, holder.dataset)
+    assert built == [3, 1, 2]
+    assert state == {"rebound": [1, 1], "lengths": [3, 1, 2]}

@@ -4,6 +4,7 @@ failure a result, and the seconds each phase of the trial took."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -228,6 +229,56 @@ def test_a_preloaded_dataset_is_used(tiny_adapter: Path) -> None:
     other = Preloaded(adapter_path="another.py", adapter_cls=adapter, dataset=None)
     assert run_trial(request_for(tiny_adapter, diagnose=False),
                      preloaded=other).status is Status.OK  # another adapter's: not used
+
+
+SAMPLER_ADAPTER = """
+import torch, autotune
+
+class Grouped(torch.utils.data.Sampler):
+    used = []
+    def __init__(self, data):
+        self.n = len(data)
+    def __iter__(self):
+        Grouped.used.append(self.n)
+        return iter(range(self.n))
+    def __len__(self):
+        return self.n
+
+class Kept(autotune.Adapter):
+    unit = "samples"
+    batch_size = 8
+    def dataset(self):
+        self._ds = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
+        return self._ds
+    def loader_args(self):
+        return {"sampler": Grouped(self._ds)}
+    def model(self):
+        return torch.nn.Linear(4, 2)
+    def optimizer(self, model):
+        return torch.optim.SGD(model.parameters(), lr=0.1)
+    def loss(self, model, batch):
+        x, y = batch
+        return torch.nn.functional.cross_entropy(model(x), y)
+"""
+
+
+def test_what_dataset_kept_on_the_adapter_reaches_a_trial_that_reuses_the_dataset(
+        tmp_path: Path) -> None:
+    # A held-out user's sampler, built in loader_args from the dataset dataset() kept on self
+    # (2026-11-28): the load check failed on it, and guarded, every trial ran without it (its
+    # dataset came from the fork server, built on another adapter instance).
+    from autotune.adapter import load_adapter
+    from autotune.trial.zygote import _preload
+
+    path = tmp_path / "kept.py"
+    path.write_text(SAMPLER_ADAPTER)
+    cls = load_adapter(path)  # no dataset() here, so no self._ds: left to the trial
+    preloaded, note = _preload(str(path))
+    assert note == "" and set(preloaded.state) == {"_ds"}
+    assert preloaded.state["_ds"] is preloaded.dataset
+    result = run_trial(request_for(path, diagnose=False), preloaded=preloaded)
+    assert result.status is Status.OK, result.reason
+    assert sys.modules[cls.__module__].Grouped.used  # the trial's loader drew from it
 
 
 def test_real_training_codes_loader_works_unchanged(
