@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from autotune.adapter import Adapter, defines
 from autotune.contract.allocator import ALLOC_ENV, host_heap_env
 from autotune.contract.fmt import rounded
+from autotune.contract.noise import likely_cause
 from autotune.contract.recompiles import divisor
 from autotune.contract.result import Fingerprint, Status, TrialResult
 from autotune.contract.shapes import shapes_block
@@ -43,7 +44,7 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
     unit = info.unit if info else result.unit
     fp = fingerprint or Fingerprint()
     how = ("median of the confirmation runs" if winner.decision and winner.decision.runs
-           else "the search trial's median window")
+           else HOW_SEARCH)
     return {
         "config": {k: v for k, v in config.to_dict().items() if k != "params"},
         # The adapter's own knobs: `load_config("best.yaml").params`, as its methods read them.
@@ -62,7 +63,8 @@ def best_document(winner: Winner, info: StudyInfo | None, fingerprint: Fingerpri
             for c in winner.confirmation
         ] if winner.confirmation else None,
         "study": _study_block(winner),
-        "diagnosis": _diagnosis(_diagnosed(winner) or result, searched=result),
+        "diagnosis": _diagnosis(_diagnosed(winner) or result, searched=result,
+                                confirmed=winner.throughput if how != HOW_SEARCH else None),
         "shapes": shapes_block(vary=result.shapes_vary, shape_range=result.shape_range,
                                count=result.shape_count, dynamic=result.dynamic_shapes,
                                batch_size=config.batch_size, padded=result.shape_count_padded,
@@ -225,20 +227,38 @@ def _on_gpu(result: TrialResult) -> bool:
     return result.fingerprint is None or result.fingerprint.gpu is not None
 
 
+HOW_SEARCH = "the search trial's median window"
+
+OFF = 1.5
+"""A search reading this far from the confirmed throughput, either way, does not describe the
+winner's runs: a held-out user's baseline read 125 images/s beside a pytest holding one of 2
+CPUs, 3.2-3.65k fresh, and best.yaml gave its "the model itself is the limit" (2026-11-28)."""
+
+
+def _off(result: TrialResult, confirmed: float | None) -> bool:
+    """Whether `result`'s rate is `OFF` or more from `confirmed` either way."""
+    rate = result.throughput
+    return bool(rate and confirmed and max(rate / confirmed, confirmed / rate) >= OFF)
+
+
 def _diagnosed(winner: Winner) -> TrialResult | None:
     """Where the winner's diagnosis is: its search trial, else (a trial that did not beat the
-    best when it ran is not diagnosed) the first of its confirmation runs that was."""
+    best when it ran is not diagnosed, or read `OFF` from the confirmed rate) the first of its
+    confirmation runs that was."""
     result = winner.record.result
-    if result is not None and result.diagnosis is not None:
+    runs = [r for r in (winner.runs or {}).get(winner.record.number, ()) if r.diagnosis]
+    if result is not None and result.diagnosis is not None \
+            and not (runs and winner.decision and _off(result, winner.throughput)):
         return result
-    runs = (winner.runs or {}).get(winner.record.number, ())
-    return next((r for r in runs if r.diagnosis is not None), None)
+    return next(iter(runs), None)
 
 
-def _diagnosis(result: TrialResult, *, searched: TrialResult) -> dict[str, Any] | None:
+def _diagnosis(result: TrialResult, *, searched: TrialResult,
+               confirmed: float | None) -> dict[str, Any] | None:
     """The diagnosis block, saying which run its rates are from: they sit beside the confirmed
     `throughput` and read as its parts (a user took a search trial's 50k beside a confirmed
-    40.2k for one run's figures, 2026-11-28)."""
+    40.2k for one run's figures, 2026-11-28); a search trial's `OFF` from it says so, and why
+    where that was measured."""
     d = result.diagnosis
     if d is None:
         return None
@@ -248,6 +268,11 @@ def _diagnosis(result: TrialResult, *, searched: TrialResult) -> dict[str, Any] 
              if k not in ("step_ops", "distinct_ops")}
     block["from"] = ("the search trial (its own rates, not the confirmed throughput)"
                      if result is searched else "a confirmation run of the winner")
+    if result is searched and confirmed and result.throughput and _off(result, confirmed):
+        cause = likely_cause([result])
+        block["from"] = (f"the search trial, which read {result.throughput / confirmed:.2g}x the "
+                         f"confirmed throughput{': measured while ' + cause if cause else ''}; "
+                         "its rates do not describe the winner's runs")
     return block
 
 

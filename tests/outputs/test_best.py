@@ -113,6 +113,47 @@ def test_an_undiagnosed_winner_takes_its_confirmation_runs_diagnosis(tmp_path: P
     assert document(tmp_path, record)["diagnosis"] is None  # none anywhere: none reported
 
 
+def test_a_search_reading_far_from_the_confirmed_rate_does_not_describe_the_winner(
+        tmp_path: Path) -> None:
+    # A held-out user's baseline won a tie (2026-11-28, 2 CPUs): its search trial read 125
+    # images/s beside a pytest holding a core, its fresh runs 3.2-3.65k; best.yaml gave the
+    # search trial's "the model itself is the limit (128 images/s with data resident)".
+    from autotune.study.confirmation.winner import Decision
+
+    slow = {"verdict": "compute-bound", "suggestion": "the model itself is the limit",
+            "throughput": 125.0, "loader_rate": 37000.0, "compute_rate": 128.0,
+            "data_wait_fraction": 0.004, "gpu_busy_fraction": None}
+    fresh = {**slow, "throughput": 3600.0, "compute_rate": 3700.0}
+    busy = {"seconds": 2.0, "cpus": 2, "other_cpu_seconds": 2.08,
+            "busiest": [{"name": "python3", "pid": 31767, "cpu_seconds": 2.05}]}
+    record = measured(0, throughput=125.0, diagnosis=slow, noise=busy)
+    entry = ConfirmationEntry(trial=0, baseline=True, search_throughput=125.0,
+                              throughputs=(3162.0, 3596.0), median=3596.0, spread=0.13,
+                              statuses=("ok", "ok"))
+    decision = Decision(confidence="low", verdict="too few runs", runs=2)
+
+    def diagnosis(runs: dict[int, tuple[TrialResult, ...]]) -> dict[str, Any]:
+        winner = Winner(record, 3596.0, 3596.0, [entry], decision=decision, runs=runs)
+        return best_document(winner, INFO, FINGERPRINT, settings(tmp_path))["diagnosis"]
+
+    # A fresh run was diagnosed: its diagnosis is the winner's.
+    got = diagnosis({0: (measured(6, diagnosis=fresh).result,)})
+    assert got["compute_rate"] == 3700.0 and got["from"] == "a confirmation run of the winner"
+    # None was: the search trial's, said to be 0.035x the confirmed rate, and why.
+    got = diagnosis({0: (measured(5).result,)})
+    assert got["compute_rate"] == 128.0
+    assert got["from"] == ("the search trial, which read 0.035x the confirmed throughput: "
+                           "measured while other processes kept 1.0 of the trial's 2 CPUs busy "
+                           "(busiest: python3 (pid 31767) 1.0); its rates do not describe the "
+                           "winner's runs")
+    # Within 1.5x of it: the search trial's, as before.
+    near = measured(0, throughput=3000.0, diagnosis={**slow, "throughput": 3000.0})
+    winner = Winner(near, 3596.0, 3596.0, [entry], decision=decision,
+                    runs={0: (measured(6, diagnosis=fresh).result,)})
+    got = best_document(winner, INFO, FINGERPRINT, settings(tmp_path))["diagnosis"]
+    assert got["compute_rate"] == 128.0 and got["from"].startswith("the search trial (its own")
+
+
 def test_host_cpu_goes_into_best_yaml_with_a_steal_warning(tmp_path: Path) -> None:
     def measurement(steal: float) -> dict[str, Any]:
         record = measured(host_cpu={"busy_fraction": 0.96, "steal_fraction": steal})

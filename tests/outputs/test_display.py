@@ -334,6 +334,11 @@ def test_an_unconverged_trial_names_the_measured_cause() -> None:
                                                 duration_seconds=9.0))
     assert line == ("#5 ok 800 samples/s (not converged: likely other processes kept 1.5 of "
                     "the trial's 2 CPUs busy) bs=8 fp32 [9 s]")
+    # Converged beside other work: a steady reading of a slowed step, said as such.
+    line = finish(display, 6, BASE, TrialResult(status=Status.OK, throughput=125.0,
+                                                converged=True, noise=busy, duration_seconds=8.0))
+    assert line == ("#6 ok 125 samples/s (measured while other processes kept 1.5 of the "
+                    "trial's 2 CPUs busy) bs=8 fp32 [8 s]")
 
 
 # -- quiet -----------------------------------------------------------------------------------------------
