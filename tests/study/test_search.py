@@ -188,6 +188,28 @@ def test_duplicates_are_not_re_run(tmp_path: Path, tiny_adapter: Path) -> None:
     assert "not re-run" in rows[1]["reason"]
 
 
+def test_a_reading_taken_beside_other_work_is_measured_again_once_before_it_is_copied(
+        tmp_path: Path) -> None:
+    # A held-out user's bf16 recipe read 1.44k tokens/s while other processes held 0.9 of the
+    # 2 CPUs (51.1k in a quiet run) and two later proposals copied it (2026-11-28).
+    from autotune.contract.noise import Noise
+
+    busy = Noise(seconds=4.0, cpus=2, other_cpu_seconds=6.0)
+
+    def disturbed(i: int, request: TrialRequest) -> TrialResult:
+        return TrialResult(status=Status.OK, throughput=100.0 * (i + 1), converged=False,
+                           noise=busy)
+
+    runner = FakeRunner(disturbed)
+    search(tmp_path, ONE_CONFIG, trials=4, runner=runner, confirm=0).run()
+    assert len(runner.requests) == 2  # measured again once, then copied
+    assert [t.duplicate_of for t in records_of(tmp_path)] == [None, None, 1, 1]
+    quiet = FakeRunner()
+    (tmp_path / "q").mkdir()
+    search(tmp_path / "q", ONE_CONFIG, trials=3, runner=quiet, confirm=0).run()
+    assert len(quiet.requests) == 1  # a quiet reading is copied at once
+
+
 def test_a_spent_space_ends_the_search_instead_of_filling_the_budget_with_copies(
         tmp_path: Path) -> None:
     runner = FakeRunner()
