@@ -42,13 +42,26 @@ def test_a_loader_that_honours_batch_size_is_not_taken_for_one_that_makes_its_ow
     assert loader_sets_batch([record(0, 8, 8.0, 72.0), record(1, 64, 64.0, 576.0)]) is None
     # Under twice the batch: too close to tell a loader's batches from noise.
     assert loader_sets_batch([record(0, 32, 32.0), record(1, 48, 32.0)]) is None
-    # items() counting one per batch, while the tensors grew: the batch size reached them.
-    assert loader_sets_batch([record(0, 8, 1.0, 72.0), record(1, 64, 1.0, 576.0)]) is None
     # Other adapter knobs may build another loader.
     assert loader_sets_batch([record(0, 8, 8.0, params={"bucket": 1}),
                               record(1, 64, 8.0, params={"bucket": 2})]) is None
     # Not counted (a trial from before the field): nothing to go by.
     assert loader_sets_batch([record(0, 8, None), record(1, 64, None)]) is None
+
+
+def test_a_count_that_does_not_follow_the_batch_holds_it_too() -> None:
+    # A held-out time-major batch (T, B, F), items() left to its default: T = 40 rows counted at
+    # batch 64 and 512 alike, batch 512 ranked 0.1x where it ran 1.07x in sequences (2-CPU VM,
+    # 2026-11-28). The tensors grew: the loader honoured the batch, the count did not.
+    ran = [record(0, 64, 40.0, 40 * 64 * 16.0, role="baseline"), record(1, 512, 40.0, 40 * 512 * 16.0)]
+    pair = loader_sets_batch(ran)
+    assert pair is not None and batch_held(ran) == 64
+    note = unbatched_note(pair, "sequences")
+    assert note.startswith("the adapter's count of sequences does not follow the batch size: "
+                           "trials 0 and 1 at batch_size 64 and 512 counted 40 and 40 sequences")
+    assert "define items(self, batch)" in note
+    # items() counting one per batch: the same.
+    assert loader_sets_batch([record(0, 8, 1.0, 72.0), record(1, 64, 1.0, 576.0)]) is not None
 
 
 def test_batches_without_tensors_go_by_their_items() -> None:
