@@ -89,7 +89,7 @@ def run_check(settings: CheckSettings, *, runner: Runner | None = None,
     baseline, with `update`). `runner`: the study's `SubprocessRunner` unless given (tests)."""
     try:
         baseline = read_baseline(settings.against)
-        unit = _adapter_unit(settings.adapter)
+        unit = _adapter_unit(settings.adapter, baseline, settings.against)
     except InputError as exc:
         return _cannot(str(exc))
     problem = _preflight(settings, baseline, unit)
@@ -238,10 +238,19 @@ def _log_tail(result: TrialResult, lines: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def _adapter_unit(path: Path) -> str:
+def _adapter_unit(path: Path, baseline: Baseline, against: Path) -> str:
+    """The adapter's unit, once it declares every knob of the baseline's `params` (a knob
+    renamed since the tuning failed inside the first run, with a traceback, 2026-11-28)."""
     from autotune.adapter import load_adapter  # imports the user's file, and torch
 
-    return load_adapter(path).unit
+    adapter = load_adapter(path)
+    unknown = sorted(set(baseline.config.params) - set(adapter.knobs))
+    if unknown:
+        raise InputError(
+            f"{against}: params {unknown} are not knobs of {adapter.__name__} in {path} (its "
+            f"knobs: {sorted(adapter.knobs)}); check the adapter it was tuned for, or tune "
+            "again: autotune search --adapter " + str(path))
+    return adapter.unit
 
 
 def _fresh_runner(baseline: Baseline, cache: Path) -> Runner:

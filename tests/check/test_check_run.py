@@ -105,6 +105,20 @@ def test_another_torch_device_or_unit_is_refused_before_any_run(
     assert outcome.code == 2 and reason in outcome.line and not runner.requests
 
 
+def test_params_the_adapter_does_not_declare_are_refused_before_any_run(tmp_path: Path) -> None:
+    # A held-out user checked one adapter against another's best.yaml (2026-11-28): the first
+    # run failed inside the trial with a traceback ("declares no knob(s) ['pad_to_multiple_of']").
+    path = baseline_file(tmp_path / "b.json")
+    doc = json.loads(path.read_text())
+    doc["config"]["params"] = {"pad_to_multiple_of": 64}
+    path.write_text(json.dumps(doc))
+    runner = rates(400.0, 400.0, 400.0)
+    outcome = check(path, runner)
+    assert outcome.code == 2 and not runner.requests
+    assert f"{path}: params ['pad_to_multiple_of'] are not knobs of " in outcome.line
+    assert "tune again: autotune search --adapter" in outcome.line
+
+
 def test_allow_torch_change_compares_across_torch_versions(tmp_path: Path) -> None:
     outcome = check(baseline_file(tmp_path / "b.json", torch="1.13.0"),
                     rates(400.0, 400.0, 400.0), allow_torch_change=True)
