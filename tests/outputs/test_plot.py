@@ -174,3 +174,27 @@ def test_save_plot_writes_a_png(tmp_path: Path, rows: list[dict[str, Any]]) -> N
     save_plot(plot_data(rows, unit="samples", confirmation=confirmation, winner=3), path)
     assert path.read_bytes()[:8] == PNG_SIGNATURE
     assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
+
+
+def test_the_winners_star_sits_at_its_search_reading_and_names_its_fresh_median() -> None:
+    # A held-out user's baseline won at 3.6k fresh; its star sat at the 125 it read in the
+    # search beside a pytest, under a title saying 3.6k (2026-11-28).
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    from autotune.outputs.draw import _over_time
+
+    def labels(median: float) -> list[str]:
+        data = plot_data(ROWS, unit="samples", winner=3,
+                         confirmation=[entry(3, (median, median), median)])
+        fig, ax = plt.subplots()
+        try:
+            _over_time(ax, data)
+            return ax.get_legend_handles_labels()[1]
+        finally:
+            plt.close(fig)
+
+    assert "winner (trial 3, 3.6k fresh)" in labels(3600.0)
+    assert "winner (trial 3)" in labels(185.0)  # within a tenth of its search reading (180)
