@@ -67,6 +67,14 @@ _FIXES = (
     (re.compile(r"expected target dtype to be Long|expected scalar type Long but found",
                 re.IGNORECASE),
      "class targets must be int64: make them torch.long in dataset() or the collate function"),
+    # The default collate leaves strings as a list of str (a held-out adapter's dict items with
+    # text and no collate_fn, 2-CPU VM, 2026-11-28: "'list' object has no attribute 'size'").
+    (re.compile(r"'(list|str|tuple)' object has no attribute '(size|shape|dim|to|float|long|"
+                r"view|unsqueeze|numel)'|must be Tensor, not (list|str)|"
+                r"expected Tensor as element \d+ in argument \d+, but got (list|str)"),
+     "a value of the batch is a Python list or str, not a tensor (the default collate leaves "
+     "strings as lists of str): tokenize or convert it in a collate_fn (loader_args) or in "
+     "dataset()"),
 )
 
 

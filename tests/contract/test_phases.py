@@ -80,6 +80,11 @@ def test_a_contract_error_says_what_the_part_that_failed_must_do() -> None:
     ("ValueError: RNN input dtype (torch.float64) does not match weight dtype (torch.float32)",
      "float64"),
     ("RuntimeError: expected target dtype to be Long or Byte, but got Float", "int64"),
+    # torch 2.13's for strings the default collate left as lists of str.
+    ("AttributeError: 'list' object has no attribute 'size'", "a collate_fn"),
+    ("TypeError: embedding(): argument 'indices' (position 2) must be Tensor, not list",
+     "lists of str"),
+    ("TypeError: expected Tensor as element 0 in argument 0, but got str", "a collate_fn"),
 ])
 def test_a_common_failure_gets_its_own_fix_before_the_contract(reason: str, fix: str) -> None:
     # A dataset of float64 NumPy arrays was told only what loss(model, batch) must return.
