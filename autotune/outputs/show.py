@@ -96,7 +96,12 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
             (r["verdict"] or "-").replace("-bound", ""),
             config.describe(),
         )
-    console.print(table)
+    if not ok:  # an empty table said nothing of why (a held-out user's failed baseline)
+        for r in [r for r in rows if r["status"] not in ("ok", "running", "")][:5]:
+            console.print(f"#{r['number']} {r['status']}: {r['reason'] or '(no reason)'}"
+                          + (f"\n  log: {r['log']}" if r["log"] else ""))
+    else:
+        console.print(table)
     if any(r["status"] == "ok" and not r["converged"] for r in rows):
         console.print("* not converged: the windows' median was not known to the tolerance when "
                       "the time ran out (windows that disagree, or too few of them to tell)")

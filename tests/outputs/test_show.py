@@ -260,3 +260,19 @@ def show_text(out: Path, entries: list[study_attrs.ConfirmationEntry], study: An
     console = Console(record=True, width=300)
     show(out, console=console)
     return console.export_text()
+
+
+def test_a_study_with_no_trial_ok_shows_why_not_an_empty_table(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A held-out user's failed baseline: `show` printed an empty table and "1 error" (2026-11-28).
+    failed = TrialResult(status=Status.ERROR, log="out/trials/0/log.txt",
+                         reason="TypeError: adapter.loss must return a scalar tensor")
+    monkeypatch.setitem(globals(), "OUTCOMES", [("baseline", TrainConfig(batch_size=8), failed)])
+    out = tmp_path / "out"
+    run_study(out, str(tmp_path / "study.db"), trials=1)
+    console = Console(record=True, width=200)
+    show(out, console=console)
+    text = console.export_text()
+    assert "#0 error: TypeError: adapter.loss must return a scalar tensor\n  log: " \
+           "out/trials/0/log.txt" in text
+    assert "samples/s |" not in text  # no empty table
