@@ -109,24 +109,7 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
     if note := _base_note(confirmation or ()):
         console.print(note)
     if confirmation and winner is not None:
-        base = winner.baseline if winner.confirmation else None
-        # Short enough not to wrap over a narrow table (it broke mid-sentence, padded).
-        conf = Table(title="fresh re-runs: the winner is picked here", box=box,
-                     title_justify=justify)
-        for name in ("#", "runs", "median", "spread", "x base", "search said"):
-            conf.add_column(name, justify="right")
-        for c in confirmation:
-            conf.add_row(
-                f"{c.trial}" + (" (base)" if c.baseline else "")
-                + (" (winner)" if c.trial == winner.record.number else ""),
-                ", ".join(human(v) for v in c.throughputs) or ", ".join(c.statuses)
-                or "none: judged by its search rate",  # no time left, or clearly behind
-                human(c.median),
-                f"{c.spread:.1%}" if c.spread is not None else "-",
-                f"{c.median / base:.2f}" if c.median and base else "-",
-                human(c.search_throughput),
-            )
-        console.print(conf)
+        console.print(_fresh_table(confirmation, winner, box=box, justify=justify))
     if winner is not None:
         _print_winner(console, winner, unit, None if info is None else info.adapter, out)
     # A config refused unrun is told to the study as a timeout (its reason "not run: ..."):
@@ -135,6 +118,28 @@ def show(out: Path, *, top: int = 10, console: Console | None = None) -> None:
                      for r in rows if r["status"] not in ("ok", "running", ""))
     if failed:
         console.print("other trials: " + ", ".join(f"{n} {s}" for s, n in sorted(failed.items())))
+
+
+def _fresh_table(confirmation: Sequence[ConfirmationEntry], winner: Winner, *, box: rich.box.Box,
+                 justify: Literal["center", "left"]) -> Table:
+    """The confirmation's fresh re-runs, one row a config."""
+    base = winner.baseline if winner.confirmation else None
+    # Short enough not to wrap over a narrow table (it broke mid-sentence, padded).
+    conf = Table(title="fresh re-runs: the winner is picked here", box=box, title_justify=justify)
+    for name in ("#", "runs", "median", "spread", "x base", "search said"):
+        conf.add_column(name, justify="right")
+    for c in confirmation:
+        conf.add_row(
+            f"{c.trial}" + (" (base)" if c.baseline else "")
+            + (" (winner)" if c.trial == winner.record.number else ""),
+            ", ".join(human(v) for v in c.throughputs) or ", ".join(c.statuses)
+            or "none: judged by its search rate",  # no time left, or clearly behind
+            human(c.median),
+            f"{c.spread:.1%}" if c.spread is not None else "-",
+            f"{c.median / base:.2f}" if c.median and base else "-",
+            human(c.search_throughput),
+        )
+    return conf
 
 
 def _base_note(confirmation: Sequence[ConfirmationEntry]) -> str | None:
