@@ -17,11 +17,12 @@ them, as the trial process may.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
-__all__ = ["AFFECTS", "SCALARS", "Params", "affects", "built_state", "default_params",
-           "instantiate", "readable", "same_dataset"]
+__all__ = ["AFFECTS", "SCALARS", "Built", "Params", "affects", "built_state", "default_params",
+           "instantiate", "readable", "restored", "same_dataset"]
 
 AFFECTS = ("loader", "model", "both")
 """What an adapter knob acts on (`affects:`, default "both"): a loader-only knob changes no
@@ -134,10 +135,39 @@ def instantiate(cls: type[T], params: Mapping[str, Any]) -> T:
 
 def built_state(adapter: Any, build: Callable[[], T]) -> tuple[T, dict[str, Any]]:
     """What `build` (a method of `adapter`, its `dataset`) returns, and the attributes it set on
-    `adapter`, new or rebound: a trial that reuses the dataset built elsewhere sets them on its
-    own adapter, so that its later methods find them (a length-grouped sampler built in
+    `adapter`: new, rebound, or a list, dict or set changed in place. A trial that reuses the
+    dataset built elsewhere sets them on its own adapter where its `dataset()` would have run
+    (`restored`), so that its later methods find them (a length-grouped sampler built in
     `loader_args` from `self._ds`, kept by `dataset()`: a held-out user's, 2026-11-28)."""
-    before = dict(vars(adapter))
+    before = {k: (v, _shallow(v)) for k, v in vars(adapter).items()}
     built = build()
-    return built, {k: v for k, v in vars(adapter).items()
-                   if k != "_params" and (k not in before or before[k] is not v)}
+
+    def changed(k: str, v: Any) -> bool:
+        if k not in before:
+            return True
+        old, copied = before[k]
+        return old is not v or (copied is not None and copied != v)
+
+    return built, {k: v for k, v in vars(adapter).items() if k != "_params" and changed(k, v)}
+
+
+def _shallow(value: Any) -> Any:
+    """A shallow copy of a list, dict or set (to see it changed in place), else None."""
+    return type(value)(value) if type(value) in (list, dict, set) else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Built:
+    """A dataset built on another adapter (a fork server's), with what `dataset()` set there."""
+
+    dataset: Any
+    state: dict[str, Any]
+
+
+def restored(adapter: Any, dataset: Any) -> Any:
+    """The dataset to load from: a `Built` one's, its state set on `adapter` first; else
+    `dataset` itself."""
+    if isinstance(dataset, Built):
+        vars(adapter).update(dataset.state)
+        return dataset.dataset
+    return dataset

@@ -15,6 +15,7 @@ import torch
 
 from autotune.adapter import Adapter
 from autotune.contract.config import TrainConfig
+from autotune.contract.params import restored
 from autotune.contract.phases import Phase
 from autotune.contract.request import CUDAGRAPH_MODES
 from autotune.contract.result import NO_BATCH
@@ -33,8 +34,7 @@ from autotune.trial.replicas import ReplicaCheck
 from autotune.trial.shapes import ShapeLog, signature
 from autotune.trial.warmup import StepResult
 
-__all__ = ["PEEK_BATCHES", "REGIONS", "TrainStep", "apply_model_features", "compose",
-           "no_region"]
+__all__ = ["PEEK_BATCHES", "REGIONS", "TrainStep", "apply_model_features", "compose", "no_region"]
 
 PEEK_BATCHES = 8
 """Batches a compiled step pulls before its first call to see if their shapes vary (trained on)."""
@@ -110,7 +110,7 @@ class TrainStep:
         if dataset is None:
             with blaming("dataset()"):
                 dataset = adapter.dataset()
-        self.loader = build_loader(adapter, config, dataset)
+        self.loader = build_loader(adapter, config, restored(adapter, dataset))
         self._iterator: Iterator[Any] | None = None
         self._pending: deque[Any] = deque()
         """Batches pulled ahead (the first, the peeked ones), trained on first, in order."""

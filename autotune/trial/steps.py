@@ -21,7 +21,7 @@ from autotune.contract.allocator import ALLOC_ENV
 from autotune.contract.config import TrainConfig
 from autotune.contract.events import FirstStepEvent, SparePausedEvent, WindowEvent
 from autotune.contract.noise import Noise
-from autotune.contract.params import instantiate, same_dataset
+from autotune.contract.params import Built, instantiate, same_dataset
 from autotune.contract.phases import Phase
 from autotune.contract.request import MeasureSettings, TrialRequest
 from autotune.contract.result import Diagnosis, Fingerprint, HostCpu
@@ -165,7 +165,8 @@ def build(adapter_cls: type[Any], dataset: Any, config: TrainConfig, device: tor
     except Exception as exc:
         blame(exc, "the adapter's __init__")
         raise
-    vars(adapter).update(state or {})
+    if state and dataset is not None:  # set where its dataset() would run (`restored`)
+        dataset = Built(dataset, state)
     return compose(adapter, config, device, dataset=dataset, on_phase=progress.enter,
                    ddp=None if rank is None else rank.wrap)
 

@@ -13,7 +13,8 @@ import yaml
 
 from autotune import Adapter, InputError, TrainConfig
 from autotune.contract.config import KNOB, read_config
-from autotune.contract.params import Params, built_state, default_params, instantiate, same_dataset
+from autotune.contract.params import (Built, Params, built_state, default_params, instantiate,
+                                      restored, same_dataset)
 
 DECLARED = {"pad": {"choices": [None, 64], "affects": "loader"},
             "attn": {"choices": ["sdpa", "eager"], "default": "eager", "affects": "model"},
@@ -107,10 +108,14 @@ def test_built_state_is_what_the_build_set_or_rebound_on_the_adapter() -> None:
         def dataset(self) -> list[int]:
             self.rebound = self.kept * 2
             self.lengths = [3, 1, 2]
-            self.kept.append(2)  # mutated in place: the same object, shared anyway
+            self.kept.append(2)  # changed in place: a fresh __init__ would give [1]
             return self.lengths
 
     holder = Holder()
     built, state = built_state(holder, holder.dataset)
     assert built == [3, 1, 2]
-    assert state == {"rebound": [1, 1], "lengths": [3, 1, 2]}
+    assert state == {"rebound": [1, 1], "lengths": [3, 1, 2], "kept": [1, 2]}
+    # Set on a trial's adapter where its dataset() would have run, not before.
+    other = Holder()
+    assert restored(other, Built(built, state)) is built and other.kept == [1, 2]
+    assert restored(other, built) is built  # built here: nothing to set

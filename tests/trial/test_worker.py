@@ -252,7 +252,8 @@ class Kept(autotune.Adapter):
         return self._ds
     def loader_args(self):
         return {"sampler": Grouped(self._ds)}
-    def model(self):
+    def model(self):  # before dataset(), as in a fresh process: it must not see self._ds
+        assert not hasattr(self, "_ds")
         return torch.nn.Linear(4, 2)
     def optimizer(self, model):
         return torch.optim.SGD(model.parameters(), lr=0.1)
