@@ -24,13 +24,14 @@ CHUNK_SECONDS = 1.0
 """Seconds of steps per event at least: a 10-ms step writes a line a second, not a hundred."""
 
 SHAPE_SETUP_STEPS = 4
-"""Steps at a new batch shape left out of the warm rate, after the first step: a new shape can
-pay a setup its repeats do not. A held-out speech model on padded batches (H200, 2026-11-28)
-ran bf16 steps of 43-51 ms at a length seen before and about 200 ms at a new one (cuDNN's
-attention plans it per shape); in the first process on the host to run bf16, 2.8, 2.2 and 1.8 s
-(its kernels compiled, then cached). Its first bf16 trial was stopped as hopeless on its steps 2
-and 3, at 0.06x the fp32 leader; bf16 was the winner, found by chance later. Only the first few:
-a step whose every batch has a new shape pays it every step."""
+"""Steps at a new batch shape left out of the warm rate after the first step, in all (not per
+shape): a new shape can pay a setup its repeats do not. A held-out speech model on padded
+batches (H200, 2026-11-28) ran bf16 steps of 43-51 ms at a length seen before and about 200 ms
+at a new one (cuDNN's attention plans it per shape); in the first process on the host to run
+bf16, 2.8, 2.2 and 1.8 s (its kernels compiled, then cached). Its first bf16 trial was stopped
+as hopeless on its steps 2 and 3, at 0.06x the fp32 leader; bf16 was the winner, found by
+chance later. Only the first few: a step whose every batch has a new shape pays it every
+step."""
 
 
 class WarmupRate:

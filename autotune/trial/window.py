@@ -180,11 +180,17 @@ class FirstRuns:
         clean and 230-450k with a new length; its windows, lengthened to 45 steps after a stall
         for data, each held new lengths and read 476-681k: 553k, below tf32's 563k, where an
         expert's bf16 config ran 1.04x the tf32 winner side by side."""
-        if self.known is None or not one_off_shapes(window, [*timed, *self.apart, window]):
+        if self.known is None or self.costly is False \
+                or not one_off_shapes(window, [*timed, *self.apart, window]):
             return window
         step, extra = self.known
-        seconds = max(window.seconds - window.new_shapes * extra, window.steps * step)
-        counted = dataclasses.replace(window, seconds=min(seconds, window.seconds))
+        # Never below clean steps plus the window's own wait for data: a first run's cost
+        # overlaps a loader's stall, and one taken out twice would read too fast.
+        floor = window.steps * step + window.data_wait
+        seconds = max(window.seconds - window.new_shapes * extra, floor)
+        if seconds >= window.seconds:
+            return window
+        counted = dataclasses.replace(window, seconds=seconds)
         self._place[id(counted)] = self._place.get(id(window), 0)
         self.discounted += 1
         return counted
@@ -212,8 +218,8 @@ class FirstRuns:
             return kept
         clean = [w for w in kept if not w.new_shapes]
         self.costly = shapes_cost(clean, self.apart)
-        if self.costly is False:
-            kept, self.apart = self.in_order(kept + self.apart), []
+        if self.costly is False:  # first runs cost nothing after all: none is discounted
+            kept, self.apart, self.known = self.in_order(kept + self.apart), [], None
         elif self.costly:
             self.known = first_run_seconds(clean, self.apart)
         return kept

@@ -164,12 +164,35 @@ def test_a_known_first_run_cost_is_taken_out_at_most_down_to_clean_steps() -> No
     # Two first runs in 8 steps (a quarter: one-offs): 2 s of their extra out, 0.25 s a step.
     two = Window(steps=8, items=64, seconds=4.5, data_wait=0.0, new_shapes=2)
     assert first.counted(two, [clean, clean]).seconds == 2.5
-    # Never faster than clean steps: 8 clean steps take 2 s.
+    # Never faster than clean steps: 8 clean steps take 2 s; plus the window's data wait (a
+    # first run's cost overlaps a loader's stall: a review, 2026-11-28).
     cheap = Window(steps=8, items=64, seconds=2.6, data_wait=0.0, new_shapes=2)
     assert first.counted(cheap, [clean, clean]).seconds == 2.0
+    waited = Window(steps=8, items=64, seconds=4.5, data_wait=2.2, new_shapes=2)
+    assert first.counted(waited, [clean, clean]).seconds == 4.2
+    stalled = Window(steps=8, items=64, seconds=4.5, data_wait=2.5, new_shapes=2)
+    assert first.counted(stalled, [clean, clean]) is stalled  # nothing to take out
     # Most steps new (a graph net's node counts): the step's steady rate, counted as timed.
     many = Window(steps=4, items=32, seconds=4.0, data_wait=0.0, new_shapes=3)
     assert first.counted(many, [many]) is many
     # Windows timed anew (3 rounds of the workers after a stall) keep what was learned.
     assert FirstRuns(first.known).counted(two, [clean]).seconds == 2.5
     assert FirstRuns().counted(two, [clean]) is two
+    assert first.discounted == 3  # each window it took seconds from
+
+
+def test_first_runs_shown_to_cost_nothing_after_all_are_no_longer_discounted() -> None:
+    # Costly on the first windows, then clean windows as slow as those set apart: the cost is
+    # withdrawn, and a later window with a first run counts as timed (a review, 2026-11-28).
+    first = FirstRuns()
+    clean = [Window(steps=10, items=80, seconds=1.0, data_wait=0.0)] * 2
+    apart = Window(steps=10, items=80, seconds=2.0, data_wait=0.0, new_shapes=2)
+    first.apart = [apart, apart]
+    first.settle(list(clean))
+    assert first.known is not None
+    slow = [Window(steps=10, items=80, seconds=1.9, data_wait=0.0)] * 3
+    first.apart = [apart, apart]
+    first.settle([*clean, *slow])
+    assert first.costly is False and first.known is None
+    one = Window(steps=10, items=80, seconds=1.9, data_wait=0.0, new_shapes=1)
+    assert first.counted(one, [*clean, *slow]) is one
