@@ -277,7 +277,8 @@ class Objective:
         alike = [r for r in measured(done) if r.duplicate_of is None
                  and runs_alike(r.config, config, threads) and not _implied(r)]
         quiet = [r for r in alike if likely_cause([r.result]) is None]
-        return quiet[0] if quiet else alike[-1] if len(alike) > 1 else None
+        return quiet[0] if quiet else None if len(alike) < 2 else max(  # the less slowed
+            alike, key=lambda r: r.result.throughput or 0.0)
 
 
 def _implied(record: MeasuredRecord) -> bool:

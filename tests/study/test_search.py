@@ -202,7 +202,7 @@ def test_a_reading_taken_beside_other_work_is_measured_again_once_before_it_is_c
 
     runner = FakeRunner(disturbed)
     search(tmp_path, ONE_CONFIG, trials=4, runner=runner, confirm=0).run()
-    assert len(runner.requests) == 2  # measured again once, then copied
+    assert len(runner.requests) == 2  # measured again once, then copied: the faster reading
     assert [t.duplicate_of for t in records_of(tmp_path)] == [None, None, 1, 1]
     quiet = FakeRunner()
     (tmp_path / "q").mkdir()
