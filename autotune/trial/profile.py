@@ -57,7 +57,7 @@ def run_profile(request: ProfileRequest, out: Path) -> Breakdown:
     steps.import_trial_code()
     device = torch.device(trial.device)
     steps.prepare(trial, device)
-    adapter_cls, dataset, _ = steps.load(trial, None)
+    adapter_cls, dataset = steps.load(trial, None)
     fingerprint = steps.start_device(device, None)
     step = steps.build(adapter_cls, dataset, trial.config, device, progress, None)
     try:

@@ -21,7 +21,7 @@ from autotune.contract.allocator import ALLOC_ENV
 from autotune.contract.config import TrainConfig
 from autotune.contract.events import FirstStepEvent, SparePausedEvent, WindowEvent
 from autotune.contract.noise import Noise
-from autotune.contract.params import Built, instantiate, same_dataset
+from autotune.contract.params import instantiate, same_dataset
 from autotune.contract.phases import Phase
 from autotune.contract.request import MeasureSettings, TrialRequest
 from autotune.contract.result import Diagnosis, Fingerprint, HostCpu
@@ -61,9 +61,8 @@ class Preloaded:
     adapter_path: str
     adapter_cls: type[Any]
     dataset: Any = None
-    """None: each trial builds its own (the adapter's dataset() failed or was not built)."""
-    state: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """The attributes dataset() set on its adapter (`contract.params.built_state`)."""
+    """None: each trial builds its own (the adapter's dataset() failed or was not built); a
+    `contract.params.Built` when dataset() set attributes on its adapter."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -117,20 +116,17 @@ def prepare(request: TrialRequest, device: torch.device) -> None:
         )
 
 
-def load(request: TrialRequest, preloaded: Preloaded | None
-         ) -> tuple[type[Any], Any, dict[str, Any]]:
-    """The adapter class, its dataset (None: the trial builds it) and what dataset() set on its
-    adapter, a fork server's when it preloaded this adapter."""
+def load(request: TrialRequest, preloaded: Preloaded | None) -> tuple[type[Any], Any]:
+    """The adapter class and its dataset (None: the trial builds it), a fork server's when it
+    preloaded this adapter."""
     from autotune.adapter import load_adapter
     from autotune.trial.blame import blame
 
     if preloaded is not None and preloaded.adapter_path == request.adapter:
         cls = preloaded.adapter_cls  # its dataset was built at the knobs' defaults
-        if same_dataset(cls.knobs, request.config.params):
-            return cls, preloaded.dataset, preloaded.state
-        return cls, None, {}
+        return cls, (preloaded.dataset if same_dataset(cls.knobs, request.config.params) else None)
     try:
-        return load_adapter(request.adapter), None, {}
+        return load_adapter(request.adapter), None
     except Exception as exc:
         blame(exc, "the adapter file")
         raise
@@ -153,10 +149,8 @@ def start_device(device: torch.device, rank: Rank | None) -> Fingerprint:
 
 
 def build(adapter_cls: type[Any], dataset: Any, config: TrainConfig, device: torch.device,
-          progress: Progress, rank: Rank | None, state: dict[str, Any] | None = None
-          ) -> TrainStep:
-    """The user's step with `config` applied (`compose` enters the model and dataset phases);
-    `state`: what dataset() set on the adapter that built `dataset`, set on this one too."""
+          progress: Progress, rank: Rank | None) -> TrainStep:
+    """The user's step with `config` applied (`compose` enters the model and dataset phases)."""
     from autotune.trial.blame import blame
     from autotune.trial.compose import compose
 
@@ -165,8 +159,6 @@ def build(adapter_cls: type[Any], dataset: Any, config: TrainConfig, device: tor
     except Exception as exc:
         blame(exc, "the adapter's __init__")
         raise
-    if state and dataset is not None:  # set where its dataset() would run (`restored`)
-        dataset = Built(dataset, state)
     return compose(adapter, config, device, dataset=dataset, on_phase=progress.enter,
                    ddp=None if rank is None else rank.wrap)
 

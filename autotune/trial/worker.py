@@ -139,13 +139,12 @@ def _take_steps(request: TrialRequest, device: torch.device, progress: Progress,
                 folder: Path | None) -> None:
     """The trial's steps in order, each one's outcome kept in `got`; raises what they raise."""
     steps.prepare(request, device)
-    adapter_cls, dataset, state = steps.load(request, preloaded)
+    adapter_cls, dataset = steps.load(request, preloaded)
     got.unit = adapter_cls.unit
     # Starting the device (CUDA's first call takes seconds) is a phase of its own.
     progress.enter(Phase.DEVICE)
     got.fingerprint = steps.start_device(device, rank)
-    got.step = step = steps.build(adapter_cls, dataset, request.config, device, progress, rank,
-                                  state)
+    got.step = step = steps.build(adapter_cls, dataset, request.config, device, progress, rank)
     progress.emit(ComposedEvent())
     progress.enter(Phase.FIRST_BATCH)
     step.start_loader()

@@ -48,7 +48,7 @@ def _preload(adapter_path: str) -> tuple[Any, str]:
     import autotune.trial.diagnose  # noqa: F401
     import autotune.trial.fingerprint
     from autotune.adapter import load_adapter
-    from autotune.contract.params import built_state, instantiate
+    from autotune.contract.params import Built, built_state, instantiate
     from autotune.trial.worker import Preloaded
 
     try:  # what each torch.compile trial would import again (seconds)
@@ -73,8 +73,9 @@ def _preload(adapter_path: str) -> tuple[Any, str]:
     if torch.cuda.is_initialized():
         raise RuntimeError("the adapter started CUDA at import or in dataset(): trials cannot "
                            "be forked from this process")
-    return Preloaded(adapter_path=adapter_path, adapter_cls=adapter_cls, dataset=dataset,
-                     state=state), note
+    # What dataset() set on its adapter travels with it, set on each trial's (`restored`).
+    return Preloaded(adapter_path=adapter_path, adapter_cls=adapter_cls,
+                     dataset=Built(dataset, state) if state else dataset), note
 
 
 def _apply_allocator_settings(torch: Any) -> None:

@@ -41,9 +41,9 @@ def test_a_preloaded_dataset_is_reused_for_a_model_knob_only() -> None:
     cls = load_adapter(PATH)
     dataset = object()
     preloaded = steps.Preloaded(adapter_path=str(PATH), adapter_cls=cls, dataset=dataset)
-    assert steps.load(request({"forward": "fast"}), preloaded) == (cls, dataset, {})  # model only
+    assert steps.load(request({"forward": "fast"}), preloaded) == (cls, dataset)  # model only
     loader = type("LoaderKnob", (cls,), {"knobs": {"forward": {
         "choices": ["slow", "fast"], "affects": "loader"}}})
     preloaded = steps.Preloaded(adapter_path=str(PATH), adapter_cls=loader, dataset=dataset)
-    assert steps.load(request({"forward": "slow"}), preloaded) == (loader, dataset, {})  # defaults
-    assert steps.load(request({"forward": "fast"}), preloaded) == (loader, None, {})  # built again
+    assert steps.load(request({"forward": "slow"}), preloaded) == (loader, dataset)  # defaults
+    assert steps.load(request({"forward": "fast"}), preloaded) == (loader, None)  # built again

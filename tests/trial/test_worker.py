@@ -269,14 +269,16 @@ def test_what_dataset_kept_on_the_adapter_reaches_a_trial_that_reuses_the_datase
     # (2026-11-28): the load check failed on it, and guarded, every trial ran without it (its
     # dataset came from the fork server, built on another adapter instance).
     from autotune.adapter import load_adapter
+    from autotune.contract.params import Built
     from autotune.trial.zygote import _preload
 
     path = tmp_path / "kept.py"
     path.write_text(SAMPLER_ADAPTER)
     cls = load_adapter(path)  # no dataset() here, so no self._ds: left to the trial
     preloaded, note = _preload(str(path))
-    assert note == "" and set(preloaded.state) == {"_ds"}
-    assert preloaded.state["_ds"] is preloaded.dataset
+    built = preloaded.dataset
+    assert note == "" and isinstance(built, Built) and set(built.state) == {"_ds"}
+    assert built.state["_ds"] is built.dataset
     result = run_trial(request_for(path, diagnose=False), preloaded=preloaded)
     assert result.status is Status.OK, result.reason
     assert sys.modules[cls.__module__].Grouped.used  # the trial's loader drew from it
