@@ -189,8 +189,8 @@ class RichDisplay:
             if result.rising_windows:
                 conv += f" (still climbing: {result.rising_windows} early window(s) dropped)"
             if result.new_shape_windows:
-                conv += (f" ({result.new_shape_windows} window(s) of new shapes: first runs' cost left"
-                         " out)")
+                conv += (f" ({result.new_shape_windows} window(s) of new shapes: first runs' "
+                         "cost left out)")
             if result.compiled_graphs == 0:  # the model ran eagerly under its compile
                 conv += " (its compile compiled no graph: it ran eagerly)"
             if result.diagnosis_error:

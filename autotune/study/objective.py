@@ -277,8 +277,9 @@ class Objective:
         alike = [r for r in measured(done) if r.duplicate_of is None
                  and runs_alike(r.config, config, threads) and not _implied(r)]
         quiet = [r for r in alike if likely_cause([r.result]) is None]
-        return quiet[0] if quiet else None if len(alike) < 2 else max(  # the less slowed
-            alike, key=lambda r: r.result.throughput or 0.0)
+        if quiet or len(alike) < 2:
+            return quiet[0] if quiet else None
+        return max(alike, key=lambda r: r.result.throughput or 0.0)  # the less slowed
 
 
 def _implied(record: MeasuredRecord) -> bool:

@@ -188,12 +188,13 @@ def _timed_windows(step: Step, plan: WindowPlan, s: MeasureSettings, *,
     """Timed windows until their median is known to the tolerance, the budget ends, or another
     would end past `until`: the windows, how many recompiled ones were dropped, whether they
     converged, how many were dropped as still rising, and how many were set apart (or counted
-    without its known cost) for a shape run there first (`measure` says what each argument is). A window that ran a shape first is
-    set apart only while the budget still fits the windows that must count; once the windows
-    show such runs costing nothing (`shapes_cost`), those set apart count after all, and once
-    they show a cost, a window that must count counts without it (`FirstRuns.counted`). Windows
-    planned short for a loader that kept up in warm-up start over, 3 rounds of its workers
-    long, once one stalls for data (`window.burst_plan`)."""
+    without its known cost) for a shape run there first (`measure` says what each argument
+    is). A window that ran a shape first is set apart only while the budget still fits the
+    windows that must count; once the windows show such runs costing nothing (`shapes_cost`),
+    those set apart count after all, and once they show a cost, a window that must count
+    counts without it (`FirstRuns.counted`). Windows planned short for a loader that kept up
+    in warm-up start over, 3 rounds of its workers long, once one stalls for data
+    (`window.burst_plan`)."""
     windows: list[Window] = []
     dropped: list[Window] = []
     first = FirstRuns()

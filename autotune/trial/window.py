@@ -140,18 +140,19 @@ def shapes_cost(clean: Sequence[Window], apart: Sequence[Window]) -> bool | None
     more. None until two of each have run."""
     if len(clean) < 2 or len(apart) < 2:
         return None
+    return _median_step(apart) > (1 + NEW_SHAPE_COST) * _median_step(clean)
 
-    def step(ws: Sequence[Window]) -> float:
-        return statistics.median(w.seconds / w.steps for w in ws)
 
-    return step(apart) > (1 + NEW_SHAPE_COST) * step(clean)
+def _median_step(windows: Sequence[Window]) -> float:
+    """The median of the windows' seconds a step."""
+    return statistics.median(w.seconds / w.steps for w in windows)
 
 
 def first_run_seconds(clean: Sequence[Window], apart: Sequence[Window]) -> tuple[float, float]:
     """The median step of the `clean` windows, and what a step at a first-seen shape took
     beyond it: the median over the `apart` windows of their seconds past that many clean
     steps, per first-seen step (at least 0)."""
-    step = statistics.median(w.seconds / w.steps for w in clean)
+    step = _median_step(clean)
     extra = statistics.median((w.seconds - w.steps * step) / w.new_shapes for w in apart)
     return step, max(0.0, extra)
 
@@ -180,8 +181,7 @@ class FirstRuns:
         clean and 230-450k with a new length; its windows, lengthened to 45 steps after a stall
         for data, each held new lengths and read 476-681k: 553k, below tf32's 563k, where an
         expert's bf16 config ran 1.04x the tf32 winner side by side."""
-        if self.known is None or self.costly is False \
-                or not one_off_shapes(window, [*timed, *self.apart, window]):
+        if self.known is None or not one_off_shapes(window, [*timed, *self.apart, window]):
             return window
         step, extra = self.known
         # Never below clean steps plus the window's own wait for data: a first run's cost
