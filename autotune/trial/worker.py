@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from autotune.adapter import defines
 from autotune.contract.events import ComposedEvent
 from autotune.contract.host import pin_to_share
+from autotune.contract.in_compiler import compiler_note
 from autotune.contract.phases import MEASURED, Phase
 from autotune.contract.recompiles import SEPARATOR, divisor
 from autotune.contract.request import LAUNCH_ENV, TrialRequest
@@ -103,10 +104,8 @@ COMPILER = re.compile(r"/(torch/(?:_inductor|_dynamo|_functorch|fx)/[^/].*)$")
 
 
 def _in_compiler(exc: BaseException) -> str:
-    """Where in torch.compile's own code `exc` was raised (its innermost frame), as " (raised
-    in torch.compile's own code: FILE:LINE in FUNC)"; "" when elsewhere. A held-out speech
-    model's compile failed with "InductorError: AssertionError:" and no message, which said
-    neither where nor whose (H200, 2026-11-28)."""
+    """Where in torch.compile's own code `exc` was raised (its innermost frame), as the note
+    of `contract.in_compiler`; "" when elsewhere."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
@@ -114,8 +113,7 @@ def _in_compiler(exc: BaseException) -> str:
     found = COMPILER.search(path)
     if tb is None or found is None:
         return ""
-    return (f" (raised in torch.compile's own code: {found.group(1)}:{tb.tb_lineno} in "
-            f"{tb.tb_frame.f_code.co_name})")
+    return compiler_note(found.group(1), tb.tb_lineno, tb.tb_frame.f_code.co_name)
 
 
 @dataclasses.dataclass
