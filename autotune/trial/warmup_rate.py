@@ -37,10 +37,8 @@ kernels compiled, then cached). Its features' padded length was new at about 80%
 stopped bf16 or fp16 as hopeless in warm-up on chunks of such steps (at 0.06x and 0.18x the
 tf32 leader), where side by side fp16 ran 1.10x tf32."""
 
-STEADY_AFTER = 32
-"""Steps before any tensor's new shapes may count as steady: at first every shape is new. The
-speech model's features' length was new at 9 of its first 10 steps; after 8, a bf16 trial
-counted two first runs of 1.5 s each (H200, 2026-11-29, a 140-s search)."""
+STEADY_AFTER = 8
+"""Steps before any tensor's new shapes may count as steady: at first every shape is new."""
 
 
 class WarmupRate:
@@ -98,6 +96,7 @@ class WarmupRate:
             self.emit(WarmupEvent(items=self._items, seconds=self._seconds, steps=self._steps))
             self._items = self._seconds = 0.0
             self._steps = 0
+
 
     def _steady(self, path: str) -> bool:
         """Whether `path`'s shapes are new at so many steps that they are the step's cost."""
