@@ -6,39 +6,32 @@ most of its trial. On an H100 a Faster R-CNN at fp16 took 4.75 s a step, 39 s of
 of windows, to read 0.06x the best (2026-11-26). The wrapper times each step from its call to the
 next call (warm-up synchronizes after each step, so the interval holds the step's device work),
 leaves out the first (compiling, first-call setup), any step during which compile seconds
-grew (a recompile is a fixed cost) and the steps at a batch shape no step ran unless such
-shapes are its steady state (`STEADY_SHARE`; a per-shape cost paid once), and emits the rest in
-chunks of at least `CHUNK_SECONDS`.
+grew (a recompile is a fixed cost) and the first `SHAPE_SETUP_STEPS` steps at a batch shape no
+step ran (a per-shape cost paid once), and emits the rest in chunks of at least `CHUNK_SECONDS`.
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable
 
 from autotune.contract.events import WarmupEvent
 from autotune.trial.warmup import RECOMPILE_SECONDS, Step, StepResult
 
-__all__ = ["CHUNK_SECONDS", "STEADY_AFTER", "STEADY_SHARE", "WarmupRate"]
+__all__ = ["CHUNK_SECONDS", "SHAPE_SETUP_STEPS", "WarmupRate"]
 
 CHUNK_SECONDS = 1.0
 """Seconds of steps per event at least: a 10-ms step writes a line a second, not a hundred."""
 
-STEADY_SHARE = 0.9
-"""Share of warm-up steps at which a tensor's shape was new, from which its new shapes are the
-step's steady cost (images of many sizes, a graph net's node counts, a speech batch's labels
-concatenated) and its steps count in the warm rate; under it a step at a new shape is left out
-(a per-shape cost paid once). A held-out speech model on padded batches (H200, 2026-11-28) ran
-bf16 steps of 43-51 ms at a length seen before and about 200 ms at a new one (cuDNN's attention
-plans it per shape); in the first process on the host to run a 16-bit dtype, 1.8-2.8 s (its
-kernels compiled, then cached). Its features' padded length was new at about 80% of the first
-30 steps, 58% of the next 40. Leaving out only the first 4 new-shape steps, two searches
-stopped bf16 or fp16 as hopeless in warm-up on chunks of such steps (at 0.06x and 0.18x the
-tf32 leader), where side by side fp16 ran 1.10x tf32."""
-
-STEADY_AFTER = 8
-"""Steps before any tensor's new shapes may count as steady: at first every shape is new."""
+SHAPE_SETUP_STEPS = 4
+"""Steps at a new batch shape left out of the warm rate after the first step, in all (not per
+shape): a new shape can pay a setup its repeats do not. A held-out speech model on padded
+batches (H200, 2026-11-28) ran bf16 steps of 43-51 ms at a length seen before and about 200 ms
+at a new one (cuDNN's attention plans it per shape); in the first process on the host to run
+bf16, 2.8, 2.2 and 1.8 s (its kernels compiled, then cached). Its first bf16 trial was stopped
+as hopeless on its steps 2 and 3, at 0.06x the fp32 leader; bf16 was the winner, found by
+chance later. Only the first few: a step whose every batch has a new shape pays it every
+step."""
 
 
 class WarmupRate:
@@ -55,8 +48,7 @@ class WarmupRate:
         self._on_recompile = on_recompile
         self._calls = 0
         self._last: tuple[float, float | None, StepResult] | None = None  # start, compiled
-        self._rated = 0  # steps that could count so far (not the first, compiled nothing)
-        self._new: Counter[str] = Counter()  # of those, the steps each tensor's shape was new
+        self._new_shapes = 0  # steps at a new shape left out so far
         self._items = self._seconds = 0.0
         self._steps = 0
         self._stopped = False
@@ -84,10 +76,8 @@ class WarmupRate:
         start, before, result = self._last
         if self._calls < 2 or _grew(before, compiled) or now <= start:
             return
-        self._rated += 1
-        paths = result.new_paths or (frozenset({""}) if result.new_shape else frozenset())
-        self._new.update(paths)
-        if any(not self._steady(path) for path in paths):
+        if result.new_shape and self._new_shapes < SHAPE_SETUP_STEPS:
+            self._new_shapes += 1
             return
         self._items += result.items
         self._seconds += now - start
@@ -96,11 +86,6 @@ class WarmupRate:
             self.emit(WarmupEvent(items=self._items, seconds=self._seconds, steps=self._steps))
             self._items = self._seconds = 0.0
             self._steps = 0
-
-
-    def _steady(self, path: str) -> bool:
-        """Whether `path`'s shapes are new at so many steps that they are the step's cost."""
-        return self._rated >= STEADY_AFTER and self._new[path] >= STEADY_SHARE * self._rated
 
 
 def _grew(before: float | None, after: float | None) -> bool:
