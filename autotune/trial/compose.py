@@ -199,22 +199,22 @@ class TrainStep:
 
     def __call__(self) -> StepResult:
         # new: shapes no step ran (under CUDA graphs, a graph per shape: a cost, not a one-off)
-        items, wait, new, paths = 0, 0.0, False, frozenset[str]()
-        for i in range(accum := self.config.grad_accum):
+        items, wait, new = 0, 0.0, False
+        accum = self.config.grad_accum
+        for i in range(accum):
             # Data wait is the time blocked on the DataLoader. The copy is left out of it: a
             # pageable copy waits for the GPU to finish queued compute, which is not input cost.
             with self.region("data wait"):
                 t0 = self.clock()
                 batch, n = self.next_batch()
                 wait += self.clock() - t0
-            if self.shapes.run_last() and not self._mark_cudagraph_step:
-                new, paths = True, paths | self.shapes.fresh
+            new = self.shapes.run_last() and not self._mark_cudagraph_step or new
             with self.region("host-to-device"):
                 batch = self.to_device(batch, non_blocking=self.config.pin_memory)
             items += n
             self._micro_step(batch, accum, last=i == accum - 1)
         self.optimizer_step()
-        return StepResult(items=items, data_wait=wait, new_shape=new, new_paths=paths)
+        return StepResult(items=items, data_wait=wait, new_shape=new)
 
     def to_device(self, batch: Any, *, non_blocking: bool) -> Any:
         """A CPU batch on the device, its 4-D floating tensors in the config's memory format."""
@@ -249,7 +249,8 @@ class TrainStep:
     def resident_step(self, batch: Any) -> None:
         """One optimizer step of `grad_accum` micro-batches of one batch kept on the device
         (the model alone, no loader: what the diagnosis times)."""
-        for i in range(accum := self.config.grad_accum):
+        accum = self.config.grad_accum
+        for i in range(accum):
             self._micro_step(batch, accum, last=i == accum - 1)
         self.optimizer_step()
 

@@ -20,7 +20,7 @@ from autotune.contract.stats import median_uncertainty, relative_spread
 from autotune.trial.trend import EXTEND, still_rising
 from autotune.trial.warmup import RECOMPILE_SECONDS, Gather, Skip, Step, StepResult, warm_up
 from autotune.trial.window import (FirstRuns, Window, WindowPlan, burst_plan, plan_windows,
-                                   time_window, without_steady)
+                                   time_window)
 
 __all__ = ["Measurement", "MeasureSettings", "NonFiniteLoss", "StepResult", "Window", "measure",
            "relative_spread"]
@@ -202,8 +202,7 @@ def _timed_windows(step: Step, plan: WindowPlan, s: MeasureSettings, *,
     timed_start = clock()
     while True:
         before = compiled_seconds() if compiled_seconds is not None else None
-        window = without_steady(time_window(step, plan, sync, clock),
-                                [*windows, *dropped, *first.apart])
+        window = time_window(step, plan, sync, clock)
         first.stamp(window)
         after = compiled_seconds() if compiled_seconds is not None else None
         recompiled = (before is not None and after is not None

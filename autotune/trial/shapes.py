@@ -118,9 +118,6 @@ class ShapeLog:
         """Items and tensor elements per batch, over every batch added with its items."""
         self.last: Signature | None = None
         self._ran: set[Signature] = set()
-        self._ran_by_path: dict[str, set[tuple[int, ...]]] = defaultdict(set)
-        self.fresh: frozenset[str] = frozenset()
-        """The tensors (paths) whose shapes no step ran before the last `run_last`."""
         self.device: str | None = None
         """Where the first batch's tensors were (`device_of`): None, host memory."""
 
@@ -144,17 +141,10 @@ class ShapeLog:
 
     def run_last(self) -> bool:
         """Note that a step runs the batch added last; whether no step ran its shapes before
-        (a batch pulled and dropped unrun, `TrainStep.skip_queued`, does not count). Which of its
-        tensors ran a shape first is `fresh`: a speech batch's labels, concatenated, are a new
-        length nearly every step, where the features' padded length repeats."""
-        self.fresh = frozenset()
+        (a batch pulled and dropped unrun, `TrainStep.skip_queued`, does not count)."""
         if self.last is None or self.last in self._ran:
             return False
         self._ran.add(self.last)
-        self.fresh = frozenset(path for path, shape in self.last
-                               if shape not in self._ran_by_path[path])
-        for path, shape in self.last:
-            self._ran_by_path[path].add(shape)
         return True
 
     @property

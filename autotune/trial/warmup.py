@@ -73,8 +73,6 @@ class StepResult:
     """Seconds blocked waiting for the DataLoader's next batch."""
     new_shape: bool = False
     """Whether a batch of it had shapes no earlier step ran (`window.one_off_shapes`)."""
-    new_paths: frozenset[str] = frozenset()
-    """Its batches' tensors (paths) whose shapes no earlier step ran (`ShapeLog.fresh`)."""
 
 
 class Step(Protocol):

@@ -7,15 +7,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections import Counter
 from collections.abc import Callable, Sequence
 
 from autotune.contract.request import MeasureSettings
 from autotune.trial.warmup import Step, WarmUp
 
 __all__ = ["NEW_SHAPE_COST", "NEW_SHAPES_STEADY", "FirstRuns", "Window", "WindowPlan",
-           "first_run_seconds", "one_off_shapes", "plan_windows", "shapes_cost", "time_window",
-           "without_steady"]
+           "first_run_seconds", "one_off_shapes", "plan_windows", "shapes_cost", "time_window"]
 
 NEW_SHAPES_STEADY = 0.5
 """Share of timed steps whose batch shape ran for the first time, from which first-seen shapes
@@ -36,10 +34,7 @@ class Window:
     seconds: float
     data_wait: float
     new_shapes: int = 0
-    """Steps in it whose batch shapes the step had not run before (`without_steady`: those
-    where a tensor that is not new at most steps was)."""
-    firsts: tuple[frozenset[str], ...] = ()
-    """For each of those steps, its tensors (paths) whose shapes had not run before."""
+    """Steps in it whose batch shapes the step had not run before."""
 
     @property
     def throughput(self) -> float:
@@ -127,33 +122,16 @@ def time_window(step: Step, plan: WindowPlan, sync: Callable[[], None],
     sync()
     t0 = clock()
     items = steps = new_shapes = 0
-    wait, firsts = 0.0, []
+    wait = 0.0
     while steps < plan.steps and (steps < plan.min_steps or clock() - t0 < plan.max_seconds):
         result = step()
         items += result.items
         wait += result.data_wait
         new_shapes += result.new_shape
-        if result.new_shape:
-            firsts.append(result.new_paths)
         steps += 1
     sync()
     return Window(steps=steps, items=items, seconds=clock() - t0, data_wait=wait,
-                  new_shapes=new_shapes, firsts=tuple(firsts))
-
-
-def without_steady(window: Window, timed: Sequence[Window]) -> Window:
-    """`window`, its first-seen steps counted by its tensors whose shapes are new at under
-    NEW_SHAPES_STEADY of the steps timed (`timed` and it): a tensor new at most steps costs
-    every window alike. A held-out speech model (H200, 2026-11-28): its batch's labels,
-    concatenated, were a new length at nearly every step, so every step read as a first run
-    and none was set apart, where its features' padded length (about 100 values) repeated and
-    each new one cost a bf16 step about 200 ms against 45 ms."""
-    steps = sum(w.steps for w in timed) + window.steps
-    new = Counter(path for w in [*timed, window] for paths in w.firsts for path in paths)
-    steady = {path for path, n in new.items() if n >= NEW_SHAPES_STEADY * steps}
-    if not steady:
-        return window
-    return dataclasses.replace(window, new_shapes=sum(1 for p in window.firsts if p - steady))
+                  new_shapes=new_shapes)
 
 
 def shapes_cost(clean: Sequence[Window], apart: Sequence[Window]) -> bool | None:

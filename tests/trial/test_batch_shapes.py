@@ -194,15 +194,3 @@ def test_where_the_first_batch_lies_is_noted() -> None:
     log.add(signature(on_meta), batch=on_meta)
     log.add(signature(padded(16)), batch=padded(16))  # only the first batch is looked at
     assert log.device == "meta"
-
-
-def test_a_step_notes_which_tensors_ran_a_shape_first() -> None:
-    # A speech batch: features padded to a length that repeats, labels concatenated to a new
-    # length nearly every step (H200, 2026-11-28).
-    log = ShapeLog()
-    fresh = []
-    for frames, labels in ((1600, 90), (1600, 95), (1580, 95), (1600, 90)):
-        log.add(signature({"feats": torch.zeros(2, frames), "labels": torch.zeros(labels)}))
-        log.run_last()
-        fresh.append(log.fresh)
-    assert fresh == [{"feats", "labels"}, {"labels"}, {"feats"}, set()]

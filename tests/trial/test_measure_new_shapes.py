@@ -12,8 +12,7 @@ from helpers import FakeClock
 
 from autotune import MeasureSettings, measure
 from autotune.trial.measure import Measurement, StepResult, Window
-from autotune.trial.window import (FirstRuns, first_run_seconds, one_off_shapes, shapes_cost,
-                                   without_steady)
+from autotune.trial.window import FirstRuns, first_run_seconds, one_off_shapes, shapes_cost
 
 SEEN = 1 / 64
 NEW = 1 / 16  # a first run of a shape: 4x a seen one's
@@ -197,42 +196,3 @@ def test_first_runs_shown_to_cost_nothing_after_all_are_no_longer_discounted() -
     assert first.costly is False and first.known is None
     one = Window(steps=10, items=80, seconds=1.9, data_wait=0.0, new_shapes=1)
     assert first.counted(one, [*clean, *slow]) is one
-
-
-class TwoTensorStep(ShapedStep):
-    """A speech batch: its labels' length is new at every step and costs nothing; its
-    features' length is new where `new(n)` says, and a first run of it costs."""
-
-    def __call__(self) -> StepResult:
-        first = self.new(self.calls)
-        self.clock.now += self.cost if first else SEEN
-        self.calls += 1
-        paths = frozenset({"feats", "labels"} if first else {"labels"})
-        return StepResult(items=ITEMS, data_wait=0.0, new_shape=True, new_paths=paths)
-
-
-def test_a_tensor_new_at_every_step_does_not_hide_the_first_runs_of_another() -> None:
-    # A held-out speech model in bf16 (H200, 2026-11-28): the batch as a whole was new at every
-    # step (its concatenated labels), so no window was set apart, and the windows read its new
-    # features' lengths (200 ms a step, against 45 ms at a seen one) as its rate.
-    clock = FakeClock()
-    step = TwoTensorStep(clock, lambda n: n in {9, 14, 22}, NEW)
-    m = measure(step, sync=lambda: None, finite=lambda: True, clock=clock,
-                settings=MeasureSettings(window_seconds=4 * SEEN, budget_seconds=1000.0,
-                                         min_warmup_steps=3))
-    assert m.new_shape_windows == 3
-    assert m.throughput == ITEMS / SEEN
-
-
-def test_tensors_new_at_most_steps_are_left_out_of_a_window_s_first_runs() -> None:
-    def window(*firsts: frozenset[str]) -> Window:
-        return Window(steps=4, items=32, seconds=1.0, data_wait=0.0, new_shapes=len(firsts),
-                      firsts=firsts)
-
-    labels, both = frozenset({"labels"}), frozenset({"feats", "labels"})
-    timed = [window(labels, labels, labels, both)] * 2
-    assert without_steady(window(labels, both, labels, labels), timed).new_shapes == 1
-    # Under half the steps (5 of 12): every tensor counts, the window as it was timed.
-    sparse = window(both, labels)
-    assert without_steady(sparse, [window(both), window(both, labels)]) is sparse
-
