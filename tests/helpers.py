@@ -102,6 +102,18 @@ def ok_by_batch_size(call: int, request: TrialRequest) -> TrialResult:
                        duration_seconds=1.0)
 
 
+def compute_bound_by_dtype(config: Any) -> TrialResult:
+    """A compute-bound trial whose rate is set by its dtype (fp32 100, tf32 150, bf16 140),
+    1.5x when compiled."""
+    from autotune.contract.result import Diagnosis, Verdict
+
+    rate = {"fp32": 100.0, "tf32": 150.0, "bf16": 140.0}[config.amp_dtype]
+    rate *= 1.5 if config.compile != "none" else 1.0
+    return TrialResult(status=Status.OK, throughput=rate, diagnosis=Diagnosis(
+        verdict=Verdict.COMPUTE, suggestion="", throughput=rate, loader_rate=1e7,
+        compute_rate=rate, data_wait_fraction=0.0, gpu_busy_fraction=0.95))
+
+
 class FakeRunner(RunnerBase):
     """Answers each trial from a script, runs nothing, and remembers what it was asked."""
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from helpers import fake_search
+from helpers import compute_bound_by_dtype, fake_search
 from optuna.trial import TrialState
 
-from autotune import Adapter, Diagnosis, Status, TrainConfig, TrialResult, Verdict
+from autotune import Adapter, Status, TrainConfig, TrialResult
 from autotune.contract.in_compiler import RAISED_IN_COMPILER, compiler_file, compiler_note
 from autotune.study.policy.compiler_error import compiler_failed, compiler_refused, mode_specific
 from autotune.study.policy.refused import refused
@@ -122,11 +122,7 @@ def inductor_fails_in_tf32(call: int, request: Any) -> TrialResult:
     config = request.config
     if config.compile != "none" and config.amp_dtype == "tf32":
         return TrialResult(status=Status.ERROR, reason=TILING)
-    rate = {"fp32": 100.0, "tf32": 150.0, "bf16": 140.0}[config.amp_dtype]
-    rate *= 1.5 if config.compile != "none" else 1.0
-    return TrialResult(status=Status.OK, throughput=rate, diagnosis=Diagnosis(
-        verdict=Verdict.COMPUTE, suggestion="", throughput=rate, loader_rate=1e7,
-        compute_rate=rate, data_wait_fraction=0.0, gpu_busy_fraction=0.95))
+    return compute_bound_by_dtype(config)
 
 
 def test_a_search_compiles_a_graph_that_failed_in_inductor_once(tmp_path: Path) -> None:

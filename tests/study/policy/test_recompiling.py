@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from helpers import fake_search
+from helpers import compute_bound_by_dtype, fake_search
 
-from autotune import Adapter, Diagnosis, Status, TrialResult, Verdict
+from autotune import Adapter, Status, TrialResult
 from autotune.contract.result import RECOMPILING
 from autotune.study.store.records import read_records
 
@@ -26,11 +26,7 @@ def detection(call: int, request: Any) -> TrialResult:
         return TrialResult(status=Status.ERROR, reason=f"{RECOMPILING}: recompiled in 3 of its "
                            "first 7 warm-up steps (40 s compiling after the first step)",
                            recompiles=3, recompile_seconds=40.0, shapes_vary=True)
-    rate = {"fp32": 100.0, "tf32": 150.0, "bf16": 140.0}[config.amp_dtype]
-    rate *= 1.5 if config.compile != "none" else 1.0
-    return TrialResult(status=Status.OK, throughput=rate, diagnosis=Diagnosis(
-        verdict=Verdict.COMPUTE, suggestion="", throughput=rate, loader_rate=1e7,
-        compute_rate=rate, data_wait_fraction=0.0, gpu_busy_fraction=0.95))
+    return compute_bound_by_dtype(config)
 
 
 def test_after_a_compile_that_kept_recompiling_no_other_compile_runs(tmp_path: Path) -> None:
