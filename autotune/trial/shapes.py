@@ -16,8 +16,8 @@ from typing import Any
 
 from autotune.contract.shapes import format_ranges, is_length, pad_multiple
 
-__all__ = ["MAX_LEAVES", "PER_SAMPLE", "BatchSizes", "ShapeLog", "Signature", "device_of",
-           "leaves", "signature", "varying_dims"]
+__all__ = ["BULK_SHARE", "MAX_LEAVES", "PER_SAMPLE", "BatchSizes", "ShapeLog", "Signature",
+           "bulk", "device_of", "leaves", "signature", "varying_dims"]
 
 Signature = tuple[tuple[str, tuple[int, ...]], ...]
 """Each tensor's path in the batch ("", "[0]", "input_ids", "[1].mask") and its shape."""
@@ -36,10 +36,27 @@ four items sufficed (held out, 2-CPU VM, 2026-11-26)."""
 
 _INDEX = re.compile(r"\[(\d+)\]")
 
+BULK_SHARE = 1 / 64
+"""Elements, as a share of the batch's largest tensor's, from which a tensor is part of the
+batch's bulk (`bulk`): the tensors whose shapes the model computes on. A held-out speech
+model's concatenated CTC labels held 1/1280 of its padded features' elements and changed length
+at 86-100% of the steps, its features' padded length at 52-100% (H200, 2026-11-28)."""
+
+WHOLE_REPEATS = 0.5
+"""Share of the steps run whose batch as a whole had a shape no step ran, below which a step's
+first run is judged on the whole batch (`ShapeLog.run_last`)."""
+
 
 def signature(batch: Any) -> Signature:
     """The shape of every tensor (anything with an integer `.shape`) in `batch`, in order."""
     return tuple((path, shape) for path, shape, _ in leaves(batch))
+
+
+def bulk(sig: Signature) -> Signature:
+    """The tensors of `sig` holding at least `BULK_SHARE` of the elements of its largest."""
+    sizes = [math.prod(shape) for _, shape in sig]
+    least = BULK_SHARE * max(sizes, default=0)
+    return tuple(item for item, size in zip(sig, sizes) if size >= least)
 
 
 def device_of(batch: Any) -> str | None:
@@ -118,6 +135,8 @@ class ShapeLog:
         """Items and tensor elements per batch, over every batch added with its items."""
         self.last: Signature | None = None
         self._ran: set[Signature] = set()
+        self._ran_bulk: set[Signature] = set()
+        self._runs = self._new_runs = 0  # steps run; those whose whole batch was new
         self.device: str | None = None
         """Where the first batch's tensors were (`device_of`): None, host memory."""
 
@@ -141,11 +160,24 @@ class ShapeLog:
 
     def run_last(self) -> bool:
         """Note that a step runs the batch added last; whether no step ran its shapes before
-        (a batch pulled and dropped unrun, `TrainStep.skip_queued`, does not count)."""
-        if self.last is None or self.last in self._ran:
+        (a batch pulled and dropped unrun, `TrainStep.skip_queued`, does not count).
+
+        Judged on the whole batch while its shapes repeat (at under `WHOLE_REPEATS` of the
+        steps before, its shape as a whole was new); else on its `bulk` alone. A small tensor
+        new at nearly every step (a speech batch's concatenated labels, a detection batch's
+        boxes, packed sequences' offsets) then no longer makes every step a first run: the
+        padded features' new lengths, which cost (a bf16 step 200 ms against 45 ms), show."""
+        if self.last is None:
             return False
+        whole = self.last not in self._ran
+        key = bulk(self.last)
+        new = key not in self._ran_bulk
+        repeats = self._new_runs < WHOLE_REPEATS * self._runs  # judged on the steps before
         self._ran.add(self.last)
-        return True
+        self._ran_bulk.add(key)
+        self._runs += 1
+        self._new_runs += whole
+        return whole if repeats else new
 
     @property
     def vary(self) -> bool:

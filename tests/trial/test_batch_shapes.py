@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import torch
 
-from autotune.trial.shapes import (MAX_LEAVES, PER_SAMPLE, ShapeFacts, ShapeLog, device_of,
+from autotune.trial.shapes import (MAX_LEAVES, PER_SAMPLE, ShapeFacts, ShapeLog, bulk, device_of,
                                    signature)
 
 
@@ -184,6 +184,40 @@ def test_a_shape_is_new_to_the_step_the_first_time_a_step_runs_it() -> None:
             ran.append(log.run_last())
     assert ran == [True, False, True, False]
     assert ShapeLog().run_last() is False  # nothing added yet
+
+
+def speech(frames: int, labels: int) -> dict[str, torch.Tensor]:
+    """Features padded per batch, and every sample's labels concatenated (CTC)."""
+    return {"feats": torch.zeros(4, frames, 80), "feat_lens": torch.zeros(4),
+            "labels": torch.zeros(labels)}
+
+
+def first_runs(log: ShapeLog, batches: list[dict[str, torch.Tensor]]) -> list[bool]:
+    ran = []
+    for batch in batches:
+        log.add(signature(batch))
+        ran.append(log.run_last())
+    return ran
+
+
+def test_a_small_tensor_new_at_every_step_leaves_the_first_runs_to_the_bulk() -> None:
+    # The labels' length is new at every step, the features' padded length at 3 of 6: as a
+    # whole every batch is new, which would make every step a first run (its steady state)
+    # and hide the features' new lengths, the ones that cost.
+    frames = [400, 400, 480, 400, 480, 560]
+    ran = first_runs(ShapeLog(), [speech(f, 100 + i) for i, f in enumerate(frames)])
+    assert ran == [True, False, True, False, False, True]
+    assert bulk(signature(speech(400, 101))) == signature(speech(400, 7))[:1]  # feats alone
+
+
+def test_a_small_tensor_whose_lengths_repeat_still_counts() -> None:
+    # An image of fixed size with a caption padded per batch: the caption's tensor is small,
+    # but the batch as a whole repeats, so a new caption length is a first run.
+    def captioned(length: int) -> dict[str, torch.Tensor]:
+        return {"pixels": torch.zeros(4, 3, 64, 64), "ids": torch.zeros(4, length)}
+    ran = first_runs(ShapeLog(), [captioned(n) for n in (16, 16, 16, 24, 16, 32)])
+    assert ran == [True, False, False, True, False, True]
+    assert bulk(signature(captioned(16))) == signature(captioned(16))[:1]
 
 
 def test_where_the_first_batch_lies_is_noted() -> None:
