@@ -6,19 +6,23 @@ most of its trial. On an H100 a Faster R-CNN at fp16 took 4.75 s a step, 39 s of
 of windows, to read 0.06x the best (2026-11-26). The wrapper times each step from its call to the
 next call (warm-up synchronizes after each step, so the interval holds the step's device work),
 leaves out the first (compiling, first-call setup), any step during which compile seconds
-grew (a recompile is a fixed cost) and the first `SHAPE_SETUP_STEPS` steps at a batch shape no
-step ran (a per-shape cost paid once), and emits the rest in chunks of at least `CHUNK_SECONDS`.
+grew (a recompile is a fixed cost), the first `SHAPE_SETUP_STEPS` steps at a batch shape no
+step ran (a per-shape cost paid once) and, past those, any such step that took `FIRST_RUN_COST`
+times the median step at a shape run before, and emits the rest in chunks of at least
+`CHUNK_SECONDS`.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
+from collections import deque
 from collections.abc import Callable
 
 from autotune.contract.events import WarmupEvent
 from autotune.trial.warmup import RECOMPILE_SECONDS, Step, StepResult
 
-__all__ = ["CHUNK_SECONDS", "SHAPE_SETUP_STEPS", "WarmupRate"]
+__all__ = ["CHUNK_SECONDS", "FIRST_RUN_COST", "SHAPE_SETUP_STEPS", "WarmupRate"]
 
 CHUNK_SECONDS = 1.0
 """Seconds of steps per event at least: a 10-ms step writes a line a second, not a hundred."""
@@ -32,6 +36,16 @@ bf16, 2.8, 2.2 and 1.8 s (its kernels compiled, then cached). Its first bf16 tri
 as hopeless on its steps 2 and 3, at 0.06x the fp32 leader; bf16 was the winner, found by
 chance later. Only the first few: a step whose every batch has a new shape pays it every
 step."""
+
+FIRST_RUN_COST = 2.0
+"""How many times the median step at a shape run before (`SEEN_STEPS` of them, the latest) a
+step at a new shape must take to be left out of the warm rate past the first
+`SHAPE_SETUP_STEPS`: a batch whose padded lengths are spread (the speech model's ~150) runs new
+ones through most of warm-up; eager BERT's first runs took 2.5x its repeats, the speech
+model's 4.4x. Where no shape repeats, none is known, and every step counts."""
+
+SEEN_STEPS = 16
+"""Steps at a shape run before whose median `FIRST_RUN_COST` is judged against, the latest."""
 
 
 class WarmupRate:
@@ -49,6 +63,7 @@ class WarmupRate:
         self._calls = 0
         self._last: tuple[float, float | None, StepResult] | None = None  # start, compiled
         self._new_shapes = 0  # steps at a new shape left out so far
+        self._seen: deque[float] = deque(maxlen=SEEN_STEPS)  # steps at a shape run before
         self._items = self._seconds = 0.0
         self._steps = 0
         self._stopped = False
@@ -76,16 +91,26 @@ class WarmupRate:
         start, before, result = self._last
         if self._calls < 2 or _grew(before, compiled) or now <= start:
             return
-        if result.new_shape and self._new_shapes < SHAPE_SETUP_STEPS:
+        seconds = now - start
+        if result.new_shape and (self._new_shapes < SHAPE_SETUP_STEPS or self._costly(seconds)):
             self._new_shapes += 1
             return
+        if not result.new_shape:
+            self._seen.append(seconds)
         self._items += result.items
-        self._seconds += now - start
+        self._seconds += seconds
         self._steps += 1
         if self._seconds >= CHUNK_SECONDS:
             self.emit(WarmupEvent(items=self._items, seconds=self._seconds, steps=self._steps))
             self._items = self._seconds = 0.0
             self._steps = 0
+
+
+    def _costly(self, seconds: float) -> bool:
+        """Whether a step at a new shape took `FIRST_RUN_COST` times the median step at a shape
+        run before (False while fewer than two such steps ran)."""
+        return (len(self._seen) >= 2
+                and seconds > FIRST_RUN_COST * statistics.median(self._seen))
 
 
 def _grew(before: float | None, after: float | None) -> bool:

@@ -11,7 +11,8 @@ from autotune import MeasureSettings
 from autotune.contract.events import WarmupEvent
 from autotune.trial.measure import measure
 from autotune.trial.warmup import StepResult
-from autotune.trial.warmup_rate import CHUNK_SECONDS, SHAPE_SETUP_STEPS, WarmupRate
+from autotune.trial.warmup_rate import (CHUNK_SECONDS, FIRST_RUN_COST, SHAPE_SETUP_STEPS,
+                                        WarmupRate)
 
 
 def test_chunks_of_steps_after_the_first_that_compiled_nothing() -> None:
@@ -59,9 +60,24 @@ def test_the_first_steps_at_new_shapes_are_left_out_of_the_warm_rate() -> None:
     for _ in range(30):
         rated()
     assert SHAPE_SETUP_STEPS == 4
-    # Calls 1, 2, 3 and 5 are left out; call 9, the fifth new shape after the first call, counts:
-    # the chunk of calls 4 and 6-9 (call 29 is still running).
-    assert [(e.steps, round(e.seconds, 6)) for e in events] == [(5, 4 * 0.05 + 2.05)]
+    # Calls 1, 2, 3 and 5 are left out, and call 9 too, the fifth new shape after the first
+    # call: 41x the median of calls 4, 6, 7 and 8 at shapes run before. The chunk is the
+    # second of calls 4, 6-8 and 10-25, all at 0.05 s (call 29 is still running).
+    assert FIRST_RUN_COST < 41
+    assert [(e.steps, round(e.seconds, 6)) for e in events] == [(20, 1.0)]
+
+
+def test_new_shapes_past_the_first_count_when_they_cost_no_more_than_repeats() -> None:
+    # A transformers GPT-2 in tf32 pays nothing per new padded length: its new shapes, two in
+    # three steps, are its rate. Only the first SHAPE_SETUP_STEPS of them are left out.
+    clock = FakeClock()
+    step = ShapedStep(clock, {n for n in range(40) if n % 3}, step=0.1, setup=0.05)
+    events: list[WarmupEvent] = []
+    rated = WarmupRate(step, events.append, clock=clock)
+    for _ in range(40):
+        rated()
+    counted = sum(e.steps for e in events)
+    assert counted >= 30 and 39 - counted - SHAPE_SETUP_STEPS <= 7  # the last chunk's few
 
 
 def test_a_step_whose_every_batch_is_a_new_shape_is_still_rated() -> None:
