@@ -110,6 +110,19 @@ def test_a_deadline_that_cuts_the_timing_short_keeps_the_windows_set_apart() -> 
     assert len(m.windows) == 3 and m.new_shape_windows == 3  # 3 of the 6 set apart count
 
 
+def test_a_deadline_after_one_clean_window_takes_the_first_runs_out_of_those_set_apart() -> None:
+    # The held-out speech model in bf16 (H200, 2026-11-28): one clean window, then a new
+    # length in every window until the trial's limit; the windows set apart came back as timed
+    # and the trial read 487k frames/s, an expert's bf16 config 644k side by side. One clean
+    # window against those set apart, 75% slower, shows the cost.
+    m, _ = timed(lambda n: n >= 10 and n % 4 == 2, stop_at=0.6)
+    assert [w.new_shapes for w in m.windows] == [0, 1, 1] and m.new_shape_windows == 4
+    assert m.throughput == ITEMS / SEEN
+    # First runs no slower than repeats by the wider margin: counted as timed.
+    m, _ = timed(lambda n: n >= 10 and n % 4 == 2, cost=SEEN * 1.6, stop_at=0.6)
+    assert m.throughput < ITEMS / SEEN
+
+
 def test_a_window_past_the_recompile_cap_counts_even_if_it_ran_a_new_shape() -> None:
     # Every window from the 2nd on recompiles (8 s of compile each) on a new shape: 3 are
     # dropped as recompiled, and the rest count, as before first runs were set apart.
