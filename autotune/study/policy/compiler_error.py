@@ -9,7 +9,7 @@ part of its 540-s budget. A mode only sets options (`torch._inductor.list_mode_o
 `triton.cudagraphs` for reduce-overhead; `max_autotune` and `coordinate_descent_tuning` for the
 max-autotune modes, with CUDA graphs for max-autotune): Dynamo traces, AOTAutograd and Inductor
 lower the same graph in each. The same graph: the same config but its compile mode and its
-loader-only knobs (`eager._LOADER_ONLY`), the adapter's knobs included. A failure in code that
+loader-only knobs (`eager.LOADER_ONLY`), the adapter's knobs included. A failure in code that
 only some modes reach (`MODE_SPECIFIC`) rules out its own mode alone.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 from autotune.contract.config import TrainConfig
 from autotune.contract.in_compiler import compiler_file
 from autotune.contract.result import Status
-from autotune.study.policy.eager import _LOADER_ONLY
+from autotune.study.policy.eager import LOADER_ONLY
 from autotune.study.store.records import TrialRecord
 
 __all__ = ["MODE_SPECIFIC", "compiler_failed", "compiler_refused", "failed_in", "mode_specific"]
@@ -87,4 +87,4 @@ def mode_specific(file: str) -> bool:
 
 def _graph(config: TrainConfig) -> dict[str, Any]:
     """What a compile lowers, whatever its mode: the config but its mode and loader-only knobs."""
-    return {k: v for k, v in config.to_dict().items() if k not in _LOADER_ONLY and k != "compile"}
+    return {k: v for k, v in config.to_dict().items() if k not in LOADER_ONLY and k != "compile"}

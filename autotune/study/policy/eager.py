@@ -32,8 +32,8 @@ from autotune.study.policy.starts import EAGER, FOLLOW, Start
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 
-__all__ = ["DTYPE_PRIOR", "DTYPE_RECHECK_GAIN", "GAIN_SLACK", "LOADER_MARGIN", "cannot_win",
-           "compile_gains", "compiled_dtypes", "dtype_starts", "gain_key", "gains_of",
+__all__ = ["DTYPE_PRIOR", "DTYPE_RECHECK_GAIN", "GAIN_SLACK", "LOADER_MARGIN", "LOADER_ONLY",
+           "cannot_win", "compile_gains", "compiled_dtypes", "dtype_starts", "gain_key", "gains_of",
            "kept_recompiling", "loader_ceiling", "recompiling"]
 
 DTYPE_PRIOR = ("bf16", "tf32", "fp16", "fp32")
@@ -54,7 +54,7 @@ GPT-2 on an H100, bf16 `default`: 1.12x at bs 64, 1.16x at bs 8)."""
 
 _LOADER_KNOBS = ("batch_size", "num_workers", "prefetch_factor", "pin_memory",
                  "persistent_workers")
-_LOADER_ONLY = _LOADER_KNOBS[1:]
+LOADER_ONLY = _LOADER_KNOBS[1:]
 """Knobs that change how fast batches come, never what the model computes."""
 MODEL_WAIT = 0.1
 """A trial that waited at most this share of its time for its loader measured its model: other
@@ -232,7 +232,7 @@ def model_rate(config: TrainConfig, ran: Sequence[MeasuredRecord]
     and the trial (the highest such bound). None when no such trial ran. A ViT-B/16 on an H100
     spent 39 s compiling an fp32 proposal whose eager fp32 ran 350 images/s against 2.3k."""
     def key(c: TrainConfig) -> dict[str, object]:
-        return {k: v for k, v in c.to_dict().items() if k not in _LOADER_ONLY}
+        return {k: v for k, v in c.to_dict().items() if k not in LOADER_ONLY}
 
     want = key(config.replace(compile="none"))
     bounds = [(r.rate / (1.0 - wait), r) for r in ran
