@@ -44,7 +44,7 @@ at 86-100% of the steps, its features' padded length at 52-100% (H200, 2026-11-2
 
 WHOLE_REPEATS = 0.5
 """Share of the steps run whose batch as a whole had a shape no step ran, below which a step's
-first run is judged on the whole batch (`ShapeLog.run_last`)."""
+first run is judged on the whole batch, whatever its bulk does (`ShapeLog.run_last`)."""
 
 
 def signature(batch: Any) -> Signature:
@@ -52,9 +52,11 @@ def signature(batch: Any) -> Signature:
     return tuple((path, shape) for path, shape, _ in leaves(batch))
 
 
-def bulk(sig: Signature) -> Signature:
-    """The tensors of `sig` holding at least `BULK_SHARE` of the elements of its largest."""
-    sizes = [math.prod(shape) for _, shape in sig]
+def bulk(sig: Signature, most: Mapping[str, int] | None = None) -> Signature:
+    """The tensors of `sig` holding at least `BULK_SHARE` of the elements of its largest; by
+    `most`, the most elements each path has held, when given (a caption padded per batch is in
+    a batch's bulk from its longest length on, at every length: not in and out by length)."""
+    sizes = [math.prod(shape) if most is None else most[path] for path, shape in sig]
     least = BULK_SHARE * max(sizes, default=0)
     return tuple(item for item, size in zip(sig, sizes) if size >= least)
 
@@ -136,6 +138,7 @@ class ShapeLog:
         self.last: Signature | None = None
         self._ran: set[Signature] = set()
         self._ran_bulk: set[Signature] = set()
+        self._most: dict[str, int] = {}  # the most elements each path's tensor held in a step
         self._runs = self._new_runs = 0  # steps run; those whose whole batch was new
         self.device: str | None = None
         """Where the first batch's tensors were (`device_of`): None, host memory."""
@@ -162,22 +165,29 @@ class ShapeLog:
         """Note that a step runs the batch added last; whether no step ran its shapes before
         (a batch pulled and dropped unrun, `TrainStep.skip_queued`, does not count).
 
-        Judged on the whole batch while its shapes repeat (at under `WHOLE_REPEATS` of the
-        steps before, its shape as a whole was new); else on its `bulk` alone. A small tensor
-        new at nearly every step (a speech batch's concatenated labels, a detection batch's
-        boxes, packed sequences' offsets) then no longer makes every step a first run: the
-        padded features' new lengths, which cost (a bf16 step 200 ms against 45 ms), show."""
+        Judged on the batch's `bulk` alone once, over the steps before, the bulk's shapes have
+        varied and the whole batch's were new at `WHOLE_REPEATS` of the steps or more; else on
+        the whole batch. A small tensor new at nearly every step (a speech batch's concatenated
+        labels, a detection batch's boxes) then no longer makes every step a first run: the
+        padded features' new lengths, which cost (a bf16 step 200 ms against 45 ms), show.
+        While the bulk keeps one shape, a small tensor's new lengths are the first runs (a
+        caption padded per batch beside images of one size; Whisper's decoder labels beside
+        its fixed features): a review found them missed when the bulk decided from the first
+        step (2026-11-29)."""
         if self.last is None:
             return False
         whole = self.last not in self._ran
-        key = bulk(self.last)
+        for path, shape in self.last:
+            self._most[path] = max(self._most.get(path, 0), math.prod(shape))
+        key = bulk(self.last, self._most)
         new = key not in self._ran_bulk
-        repeats = self._new_runs < WHOLE_REPEATS * self._runs  # judged on the steps before
+        by_bulk = (len(self._ran_bulk) > 1  # judged on the steps before
+                   and self._new_runs >= WHOLE_REPEATS * self._runs)
         self._ran.add(self.last)
         self._ran_bulk.add(key)
         self._runs += 1
         self._new_runs += whole
-        return whole if repeats else new
+        return new if by_bulk else whole
 
     @property
     def vary(self) -> bool:

@@ -204,20 +204,30 @@ def test_a_small_tensor_new_at_every_step_leaves_the_first_runs_to_the_bulk() ->
     # The labels' length is new at every step, the features' padded length at 3 of 6: as a
     # whole every batch is new, which would make every step a first run (its steady state)
     # and hide the features' new lengths, the ones that cost.
-    frames = [400, 400, 480, 400, 480, 560]
+    # Until the features' length has varied (step 3), the whole batch decides.
+    frames = [400, 400, 480, 400, 480, 560, 400]
     ran = first_runs(ShapeLog(), [speech(f, 100 + i) for i, f in enumerate(frames)])
-    assert ran == [True, False, True, False, False, True]
+    assert ran == [True, True, True, False, False, True, False]
     assert bulk(signature(speech(400, 101))) == signature(speech(400, 7))[:1]  # feats alone
 
 
-def test_a_small_tensor_whose_lengths_repeat_still_counts() -> None:
-    # An image of fixed size with a caption padded per batch: the caption's tensor is small,
-    # but the batch as a whole repeats, so a new caption length is a first run.
+def test_a_small_tensor_beside_a_bulk_of_one_shape_decides_the_first_runs() -> None:
+    # An image of fixed size with a caption padded per batch (a review's case, 2026-11-29): the
+    # caption's tensor is small, but the bulk never varies, so a new caption length is a first
+    # run, from the first steps on, where padded batches meet most of their new lengths.
     def captioned(length: int) -> dict[str, torch.Tensor]:
         return {"pixels": torch.zeros(4, 3, 64, 64), "ids": torch.zeros(4, length)}
-    ran = first_runs(ShapeLog(), [captioned(n) for n in (16, 16, 16, 24, 16, 32)])
-    assert ran == [True, False, False, True, False, True]
+    ran = first_runs(ShapeLog(), [captioned(n) for n in (16, 24, 32, 16, 16, 16, 40, 24)])
+    assert ran == [True, True, True, False, False, False, True, False]
     assert bulk(signature(captioned(16))) == signature(captioned(16))[:1]
+    # From 192 tokens on the caption holds 1/64 of the pixels' elements: it stays in the bulk
+    # at every length once it was, rather than going in and out of it by length.
+    ran = first_runs(ShapeLog(), [captioned(n) for n in (200, 16, 24, 16, 40, 24)])
+    assert ran == [True, True, True, False, True, False]
+    # Whisper: fixed features, decoder labels padded per batch.
+    whisper = [{"features": torch.zeros(2, 80, 3000), "labels": torch.zeros(2, n)}
+               for n in (40, 41, 42, 43, 40, 44)]
+    assert first_runs(ShapeLog(), whisper) == [True, True, True, True, False, True]
 
 
 def test_where_the_first_batch_lies_is_noted() -> None:

@@ -214,15 +214,15 @@ def test_first_runs_shown_to_cost_nothing_after_all_are_no_longer_discounted() -
 
 
 class SpeechStep:
-    """A speech batch on a `ShapeLog`: its features padded per batch to a length that is new in
-    3 of the timed windows, its concatenated labels of a new length at every step; a step costs
-    NEW at a features' length no step ran, SEEN after."""
+    """A speech batch on a `ShapeLog`: its features padded per batch to two lengths in warm-up
+    and to a new one in 3 of the timed windows, its concatenated labels of a new length at
+    every step; a step costs NEW at a features' length no step ran, SEEN after."""
 
     def __init__(self, clock: FakeClock) -> None:
         self.clock, self.shapes, self.calls, self.ran = clock, ShapeLog(), 0, set()
 
     def __call__(self) -> StepResult:
-        frames = {9: 480, 14: 560, 22: 640}.get(self.calls, (400, 480)[self.calls > 9])
+        frames = {2: 480, 9: 560, 14: 640, 22: 720}.get(self.calls, (400, 480)[self.calls % 2])
         batch = {"feats": torch.zeros(4, frames, 80), "labels": torch.zeros(100 + self.calls)}
         self.shapes.add(signature(batch), items=ITEMS)
         new = self.shapes.run_last()
