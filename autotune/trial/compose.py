@@ -198,8 +198,8 @@ class TrainStep:
             raise
 
     def __call__(self) -> StepResult:
-        # new: shapes no step ran (under CUDA graphs, a graph per shape: a cost, not a one-off)
-        items, wait, new = 0, 0.0, False
+        # new: micro-batches at shapes no step ran (under CUDA graphs, a graph per shape: a cost)
+        items, wait, new = 0, 0.0, 0
         accum = self.config.grad_accum
         for i in range(accum):
             # Data wait is the time blocked on the DataLoader. The copy is left out of it: a
@@ -208,13 +208,13 @@ class TrainStep:
                 t0 = self.clock()
                 batch, n = self.next_batch()
                 wait += self.clock() - t0
-            new = self.shapes.run_last() and not self._mark_cudagraph_step or new
+            new += self.shapes.run_last() and not self._mark_cudagraph_step
             with self.region("host-to-device"):
                 batch = self.to_device(batch, non_blocking=self.config.pin_memory)
             items += n
             self._micro_step(batch, accum, last=i == accum - 1)
         self.optimizer_step()
-        return StepResult(items=items, data_wait=wait, new_shape=new)
+        return StepResult(items=items, data_wait=wait, new_shape=new > 0, new_share=new / accum)
 
     def to_device(self, batch: Any, *, non_blocking: bool) -> Any:
         """A CPU batch on the device, its 4-D floating tensors in the config's memory format."""

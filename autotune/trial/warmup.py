@@ -73,6 +73,8 @@ class StepResult:
     """Seconds blocked waiting for the DataLoader's next batch."""
     new_shape: bool = False
     """Whether a batch of it had shapes no earlier step ran (`window.one_off_shapes`)."""
+    new_share: float = 1.0
+    """The share of its micro-batches that did, when `new_shape` (`grad_accum` > 1)."""
 
 
 class Step(Protocol):

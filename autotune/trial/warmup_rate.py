@@ -92,7 +92,8 @@ class WarmupRate:
         if self._calls < 2 or _grew(before, compiled) or now <= start:
             return
         seconds = now - start
-        if result.new_shape and (self._new_shapes < SHAPE_SETUP_STEPS or self._costly(seconds)):
+        if result.new_shape and (self._new_shapes < SHAPE_SETUP_STEPS
+                                 or self._costly(seconds, result.new_share)):
             self._new_shapes += 1
             return
         if not result.new_shape:
@@ -106,11 +107,12 @@ class WarmupRate:
             self._steps = 0
 
 
-    def _costly(self, seconds: float) -> bool:
+    def _costly(self, seconds: float, share: float) -> bool:
         """Whether a step at a new shape took `FIRST_RUN_COST` times the median step at a shape
-        run before (False while fewer than two such steps ran)."""
+        run before, in the `share` of its micro-batches at new shapes: one in 4 at twice a
+        micro-batch's time makes a step of 1.25x (False while fewer than two such steps ran)."""
         return (len(self._seen) >= 2
-                and seconds > FIRST_RUN_COST * statistics.median(self._seen))
+                and seconds > (1 + (FIRST_RUN_COST - 1) * share) * statistics.median(self._seen))
 
 
 def _grew(before: float | None, after: float | None) -> bool:

@@ -161,7 +161,9 @@ def test_a_step_is_grad_accum_micro_batches(tiny_step: Any) -> None:
 
 def test_a_step_says_when_it_ran_a_batch_shape_for_the_first_time(tiny_step: Any) -> None:
     step = tiny_step(TrainConfig(batch_size=8, grad_accum=2))
-    assert [step().new_shape for _ in range(3)] == [True, False, False]  # one shape throughout
+    first = step()
+    assert first.new_shape and first.new_share == 0.5  # the first micro-batch's shape only
+    assert [step().new_shape for _ in range(2)] == [False, False]  # one shape throughout
     graphed = tiny_step(TrainConfig(batch_size=8))
     graphed._mark_cudagraph_step = True  # a CUDA-graph config: a graph per shape is its cost
     assert graphed().new_shape is False
