@@ -106,7 +106,6 @@ class WarmupRate:
             self._items = self._seconds = 0.0
             self._steps = 0
 
-
     def _costly(self, seconds: float, share: float) -> bool:
         """Whether a step at a new shape took `FIRST_RUN_COST` times the median step at a shape
         run before, in the `share` of its micro-batches at new shapes: one in 4 at twice a
