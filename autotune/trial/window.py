@@ -134,13 +134,14 @@ def time_window(step: Step, plan: WindowPlan, sync: Callable[[], None],
                   new_shapes=new_shapes)
 
 
-def shapes_cost(clean: Sequence[Window], apart: Sequence[Window]) -> bool | None:
+def shapes_cost(clean: Sequence[Window], apart: Sequence[Window], *, least: int = 2,
+                margin: float = NEW_SHAPE_COST) -> bool | None:
     """Whether the windows set apart for first-seen shapes (`apart`) ran their steps clearly
-    slower than the windows that ran none (`clean`): the median step by `NEW_SHAPE_COST` or
-    more. None until two of each have run."""
-    if len(clean) < 2 or len(apart) < 2:
+    slower than the windows that ran none (`clean`): the median step by `margin` or more. None
+    until `least` of each have run."""
+    if len(clean) < least or len(apart) < least:
         return None
-    return _median_step(apart) > (1 + NEW_SHAPE_COST) * _median_step(clean)
+    return _median_step(apart) > (1 + margin) * _median_step(clean)
 
 
 def _median_step(windows: Sequence[Window]) -> float:
@@ -169,7 +170,7 @@ def _late_cost(kept: Sequence[Window], apart: Sequence[Window]) -> tuple[float, 
     short with one clean window counted one holding a ~2-s first run, and read 487k frames/s
     where an expert's bf16 config ran 644k side by side). None otherwise."""
     clean = [w for w in kept if not w.new_shapes]
-    if not clean or _median_step(apart) <= (1 + LATE_COST) * _median_step(clean):
+    if not shapes_cost(clean, apart, least=1, margin=LATE_COST):
         return None
     return first_run_seconds(clean, apart)
 
