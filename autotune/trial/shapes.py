@@ -139,7 +139,7 @@ class ShapeLog:
         self._ran: set[Signature] = set()
         self._ran_bulk: set[Signature] = set()
         self._most: dict[str, int] = {}  # the most elements each path's tensor held in a step
-        self._runs = self._new_runs = 0  # steps run; those whose whole batch was new
+        self._runs = 0  # steps run (those whose whole batch was new: `len(self._ran)`)
         self.device: str | None = None
         """Where the first batch's tensors were (`device_of`): None, host memory."""
 
@@ -182,11 +182,10 @@ class ShapeLog:
         key = bulk(self.last, self._most)
         new = key not in self._ran_bulk
         by_bulk = (len(self._ran_bulk) > 1  # judged on the steps before
-                   and self._new_runs >= WHOLE_REPEATS * self._runs)
+                   and len(self._ran) >= WHOLE_REPEATS * self._runs)
         self._ran.add(self.last)
         self._ran_bulk.add(key)
         self._runs += 1
-        self._new_runs += whole
         return new if by_bulk else whole
 
     @property
