@@ -135,7 +135,7 @@ def test_a_guided_start_is_stopped_only_in_warm_up() -> None:
     study = study_with_best(100.0)
     assert warm(study.ask(), [], windows=False, then=[10.0, 10.0, 10.0]) == []
     assert len(warm(study.ask(), [(2.0, 1.0), (2.0, 1.0)], windows=False)) == 1
-    roles = {"baseline": False, "recipe": False, "": True, "explore: x": True,
+    roles = {"baseline": False, "recipe": True, "": True, "explore: x": True,
              "eager: bs=8 fp16": True, "follow: bs=64 bf16": True}
     assert {role: stoppable(role) for role in roles} == roles
 
