@@ -196,8 +196,9 @@ def _checks(space: SearchSpace, best: TrialRecord, device: str) -> list[TrainCon
 
     Compile first (the most at stake; an input-bound step only where it may pay:
     `headroom.compile_may_pay`); at a compiled best
-    the loader does not limit, the other compile scope and the other optimizer implementation.
-    Then, on a GPU, choices that cost host resources or memory but keep the compiled graph
+    the loader does not limit, the other compile scope and the other optimizer implementation,
+    and on CUDA, for a model with convolutions, the other memory format (a cold compile). Then,
+    on a GPU, choices that cost host resources or memory but keep the compiled graph
     (each check a cache hit): at a compiled best, the next shallower prefetch; fewer loader
     workers when the step is not input-bound, pinning,
     the allocator's expandable segments. A check that ties keeps the cheaper config in the
@@ -226,6 +227,12 @@ def _checks(space: SearchSpace, best: TrialRecord, device: str) -> list[TrainCon
         # GPT-2 read 0.89x in its noise; compiled, the step shrinks and the optimizer's share grows.
         other = "fused" if "fused" in impls else impls[0]  # foreach is CUDA's default already
         checks.append(space.changed(config, optimizer_impl=other))
+    if config.compile != "none" and device == "cuda" and verdict is not Verdict.INPUT \
+            and _convolutions(best):
+        # A cold compile: the eager scan's layout does not carry over. A held-out DeepLabV3
+        # read NHWC at 0.95x eager (fp16) and 1.11x compiled (bf16, CUDA graphs; H200, 2026-11-29).
+        checks += [space.changed(config, memory_format=m) for m in space.values("memory_format")
+                   if m != config.memory_format][:1]
     workers = space.values("num_workers")
     if device == "cpu" and config.num_workers and 0 in workers:
         checks.append(space.changed(config, num_workers=0))
@@ -246,6 +253,11 @@ def _checks(space: SearchSpace, best: TrialRecord, device: str) -> list[TrainCon
         if len(space.values("expandable_segments")) > 1:
             checks.append(config.replace(expandable_segments=not config.expandable_segments))
     return checks
+
+
+def _convolutions(record: TrialRecord) -> bool:
+    """Whether `record`'s trial counted convolution weights in the model (`conv_weights`)."""
+    return bool(record.result is not None and record.result.conv_weights)
 
 
 def _compiled(space: SearchSpace, best: TrialRecord, device: str) -> TrainConfig | None:

@@ -373,6 +373,38 @@ def test_a_compiled_best_checks_the_other_optimizer_unless_input_bound(verdict: 
         space_of(raw, device="cuda", cpus=8), eager, eager, device="cuda")
 
 
+@pytest.mark.parametrize("verdict", [Verdict.COMPUTE, Verdict.INPUT])
+def test_a_compiled_best_with_convolutions_checks_the_other_memory_format(verdict: Verdict) -> None:
+    # A held-out DeepLabV3 (H200, 2026-11-29): channels_last read 0.95x eager and was compiled
+    # contiguous; compiled under CUDA graphs, channels_last ran 1.11x side by side.
+    raw = {**GPU_SPACE, "compile": {"choices": ["none", "reduce-overhead"]},
+           "optimizer_impl": {"choices": ["default", "fused"]},
+           "memory_format": {"choices": ["contiguous", "channels_last"]}}
+    space = space_of(raw, device="cuda", cpus=8)
+    config = TrainConfig(batch_size=64, num_workers=8, prefetch_factor=4, pin_memory=True,
+                         persistent_workers=True, amp_dtype="bf16", compile="reduce-overhead",
+                         optimizer_impl="fused")
+    nhwc = config.replace(memory_format="channels_last")
+
+    def checks(convs: int | None, cfg: TrainConfig = config, device: str = "cuda") -> list:
+        best = done(1, cfg, verdict)
+        result = dataclasses.replace(best.result, conv_weights=convs)
+        best = dataclasses.replace(best, result=result)
+        return ups(space, best, best, device=device)
+
+    if verdict is Verdict.INPUT:  # the loader sets the rate: the layout changes nothing
+        assert nhwc not in checks(53)
+        return
+    # After the cache hits (the optimizer), before the host's resources.
+    assert checks(53)[checks(53).index(config.replace(optimizer_impl="default")) + 1] == nhwc
+    assert checks(53, nhwc).count(config) == 1  # and back
+    assert nhwc not in checks(0) and nhwc not in checks(None)  # no convolution, or not known
+    assert nhwc not in checks(53, device="cpu")
+    eager = config.replace(compile="none")  # eager, the scan measured the layout
+    assert eager.replace(memory_format="channels_last") not in checks(53, eager)
+    assert space.holds(nhwc)
+
+
 def test_a_follow_up_that_did_not_beat_the_best_checks_the_bests_choices() -> None:
     best = done(2, RECIPE.replace(batch_size=16), Verdict.COMPUTE, role="follow: x",
                 throughput=300.0)
