@@ -14,6 +14,9 @@ climbs to a dynamic-shape compile (`compile=default`) instead, and a proposal is
 as infeasible (the sampler learns it). The padding note of `best.yaml` says what padding
 would leave; an adapter knob that pads (`pad_to_multiple_of`) keeps its own trials apart, as
 its values change the shapes (`one_shape`).
+
+Where shapes are few, an eager best is checked under CUDA graphs when its GPU idles for a
+sizable share of its step, or when its `default` compile read no faster (`graphs_check`).
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ from collections.abc import Sequence
 
 from autotune.contract.config import TrainConfig
 from autotune.contract.request import CUDAGRAPH_MODES
-from autotune.contract.result import TrialResult
+from autotune.contract.result import Status, TrialResult, Verdict
+from autotune.study.space.bound import SearchSpace
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 
-__all__ = ["CUDA_GRAPH_SHAPES", "graphs_refused", "many_shapes"]
+__all__ = ["CUDA_GRAPH_SHAPES", "GRAPHS_BUSY", "graphs_check", "graphs_refused", "many_shapes"]
 
 CUDA_GRAPH_SHAPES = 16
 """Distinct batch shapes one trial may see for CUDA graphs to be tried: a bucketing sampler's
@@ -59,3 +63,37 @@ def graphs_refused(config: TrainConfig, finished: Sequence[TrialRecord], device:
 def _many(config: TrainConfig, ran: Sequence[MeasuredRecord]) -> MeasuredRecord | None:
     return next((r for r in ran if r.config.params == config.params
                  and r.config.batch_size == config.batch_size and many_shapes(r.result)), None)
+
+
+GRAPHS_BUSY = 0.85
+"""An eager GPU step diagnosed compute-bound whose kernels ran less than this share of its time
+with data resident is checked under CUDA graphs as well as compiled: a held-out MobileNetV3
+(H200, 2026-11-28) read 64% busy, just above the overhead verdict's bar, its `default` compile
+ran 0.80x the eager step, and reduce-overhead, never tried, had run 1.27x it on another host."""
+
+
+def graphs_check(space: SearchSpace, best: TrialRecord, device: str,
+            done: TrialRecord | None = None) -> TrainConfig | None:
+    """The eager best under CUDA graphs (`reduce-overhead`), its shapes few, when it is
+    compute-bound with the GPU idle for a sizable share of its step (`GRAPHS_BUSY`), or when
+    `done` compiled it (`default`) and did not lead (`_compile_did_not_lead`); else None."""
+    assert best.config is not None
+    result = best.result
+    if device != "cuda" or "reduce-overhead" not in space.values("compile") \
+            or many_shapes(result):
+        return None
+    busy = result.diagnosis.gpu_busy_fraction if result and result.diagnosis else None
+    idle = best.verdict is Verdict.COMPUTE and busy is not None and busy < GRAPHS_BUSY
+    if idle or (best.verdict is not Verdict.INPUT and _compile_did_not_lead(done, best)):
+        return best.config.replace(compile="reduce-overhead")
+    return None
+
+
+def _compile_did_not_lead(done: TrialRecord | None, best: TrialRecord) -> bool:
+    """Whether `done` ran the eager `best` compiled (`default`) to the end and read no more.
+    Inductor's fused kernels shrink the GPU's work; a step that did not speed up waits on its
+    host's launches, which CUDA graphs remove: a held-out DeepLabV3 (H200, 2026-11-29), eager
+    bf16 with the GPU 90% busy, read 212 images/s eager, 210 compiled, 381 under CUDA graphs."""
+    return done is not None and best.config is not None and done.status is Status.OK \
+        and done.config == best.config.replace(compile="default") \
+        and best.config.compile == "none"

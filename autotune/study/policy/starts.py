@@ -17,7 +17,7 @@ from optuna.trial import TrialState
 from autotune.adapter import Adapter
 from autotune.contract.config import TrainConfig
 from autotune.contract.result import Status, Verdict
-from autotune.study.policy.graphs import many_shapes
+from autotune.study.policy.graphs import graphs_check, many_shapes
 from autotune.study.policy.headroom import below_loader, compile_may_pay, loader_near
 from autotune.study.policy.loader_steps import free_workers, loader_climb, threads_beside
 from autotune.study.policy.recipes import hand_recipe
@@ -137,7 +137,7 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
         if between is not None:
             return _label(space, [between])
         if done.role != records.RECIPE:
-            return _label(space, _checks(space, best, device))
+            return _label(space, _checks(space, best, device, done))
     climb: list[TrainConfig] = []
     if verdict is Verdict.OVERHEAD:
         # CUDA graphs replay the whole step's kernels with one launch (torch.compile docs); on
@@ -191,7 +191,8 @@ def _bisect(space: SearchSpace, done: TrialRecord, best: TrialRecord) -> TrainCo
     return space.with_batch(done.config, between[len(between) // 2]) if between else None
 
 
-def _checks(space: SearchSpace, best: TrialRecord, device: str) -> list[TrainConfig]:
+def _checks(space: SearchSpace, best: TrialRecord, device: str,
+            done: TrialRecord | None = None) -> list[TrainConfig]:
     """Whether the best config's own choices pay: each one undone (or done) alone.
 
     Compile first (the most at stake; an input-bound step only where it may pay:
@@ -211,7 +212,7 @@ def _checks(space: SearchSpace, best: TrialRecord, device: str) -> list[TrainCon
         checks.append(config.replace(compile="none"))
     elif (compiled := _compiled(space, best, device)) is not None:
         checks.append(compiled)
-    if config.compile == "none" and (graphs := _graphs(space, best, device)) is not None:
+    if config.compile == "none" and (graphs := graphs_check(space, best, device, done)) is not None:
         checks.append(graphs)
     scopes = [s for s in space.values("compile_scope") if s != config.compile_scope]
     if config.compile != "none" and verdict is not Verdict.INPUT and scopes:
@@ -268,26 +269,6 @@ def _compiled(space: SearchSpace, best: TrialRecord, device: str) -> TrainConfig
             or not compile_may_pay(best, device):
         return None
     return best.config.replace(compile="default")
-
-
-GRAPHS_BUSY = 0.85
-"""An eager GPU step diagnosed compute-bound whose kernels ran less than this share of its time
-with data resident is checked under CUDA graphs as well as compiled: a held-out MobileNetV3
-(H200, 2026-11-28) read 64% busy, just above the overhead verdict's bar, its `default` compile
-ran 0.80x the eager step, and reduce-overhead, never tried, had run 1.27x it on another host."""
-
-
-def _graphs(space: SearchSpace, best: TrialRecord, device: str) -> TrainConfig | None:
-    """The eager best under CUDA graphs (`reduce-overhead`) when it is compute-bound with the
-    GPU idle for a sizable share of its step (`GRAPHS_BUSY`) and its shapes few; else None."""
-    assert best.config is not None
-    result = best.result
-    busy = result.diagnosis.gpu_busy_fraction if result and result.diagnosis else None
-    if device != "cuda" or best.verdict is not Verdict.COMPUTE or busy is None \
-            or busy >= GRAPHS_BUSY or "reduce-overhead" not in space.values("compile") \
-            or many_shapes(result):
-        return None
-    return best.config.replace(compile="reduce-overhead")
 
 
 def _label(space: SearchSpace, configs: list[TrainConfig]) -> list[Start]:
