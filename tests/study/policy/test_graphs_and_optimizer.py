@@ -1,7 +1,8 @@
 """What a trial learned that rules configs out before they run: CUDA graphs on batches of many
 shapes (a graph per shape: a held-out T5 was killed at 274 s still warming up), and an
 optimizer_impl the adapter's optimizer does not take (transformers' Adafactor has no `fused`:
-its fused trial measured the default again, and was confirmed the winner)."""
+its fused trial measured the default again, and was confirmed the winner). And what it rules
+in: CUDA graphs after a compile that bought nothing, the other layout at a compiled best."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 from helpers import fake_search
 from optuna.trial import TrialState
@@ -20,7 +22,7 @@ from autotune.study.policy.optimizer import impl_held, impl_refused
 from autotune.study.policy.sampler import held
 from autotune.study.policy.starts import follow_ups
 from autotune.study.space.file import parse_space
-from autotune.study.store.records import TrialRecord
+from autotune.study.store.records import TrialRecord, read_role
 from autotune.trial.features.optimizer import optimizer_impls
 
 
@@ -133,3 +135,44 @@ def test_a_search_never_runs_a_flag_its_optimizer_lacks(tmp_path: Path) -> None:
     requests, study = fake_search(tmp_path, raw, Model, no_flags, trials=12)
     assert len(requests) >= 6
     assert {q.config.optimizer_impl for q in requests} == {"default"}
+
+
+DEEPLAB_EAGER = {"fp32": 151.0, "tf32": 151.0, "bf16": 212.0, "fp16": 166.0}
+DEEPLAB_COMPILE = {"none": 1.0, "default": 0.99, "reduce-overhead": 1.8}
+
+
+def deeplab(call: int, request: Any) -> TrialResult:
+    """A held-out DeepLabV3 on an H200 (2026-11-29, run 2, and run 1's side by side): eager the
+    GPU 90% busy; `default` compiled no faster, CUDA graphs 1.8x; channels_last 0.98x eager and
+    1.11x compiled."""
+    config = request.config
+    rate = DEEPLAB_EAGER[config.amp_dtype] * DEEPLAB_COMPILE[config.compile]
+    if config.memory_format == "channels_last":
+        rate *= 0.98 if config.compile == "none" else 1.11
+    eager = config.compile == "none"
+    return TrialResult(status=Status.OK, throughput=rate, conv_weights=53, diagnosis=Diagnosis(
+        verdict=Verdict.COMPUTE if eager else Verdict.OVERHEAD, suggestion="", throughput=rate,
+        loader_rate=1e4, compute_rate=rate, data_wait_fraction=0.0,
+        gpu_busy_fraction=0.9 if eager else 0.5))
+
+
+def test_a_compile_that_bought_nothing_goes_on_to_cuda_graphs_and_the_other_layout(
+        tmp_path: Path) -> None:
+    class Seg(Adapter):
+        batch_size = 8
+
+    raw = {"num_workers": {"low": 0, "high": 8}, "pin_memory": {"choices": [False, True]},
+           "amp_dtype": {"choices": ["fp32", "tf32", "bf16", "fp16"]},
+           "compile": {"choices": ["none", "default", "reduce-overhead"]},
+           "memory_format": {"choices": ["contiguous", "channels_last"]}}
+    requests, study = fake_search(tmp_path, raw, Seg, deeplab, trials=12)
+    ran = [(q.config.amp_dtype, q.config.compile, q.config.memory_format) for q in requests]
+    # bf16 compiled (`default`, no gain), then CUDA graphs among the next checks (the unpinned
+    # one was queued before), then channels_last compiled. Before, TPE drew CUDA graphs as the
+    # 12th trial and channels_last never ran compiled.
+    graphs = ran.index(("bf16", "reduce-overhead", "contiguous"))
+    assert graphs <= ran.index(("bf16", "default", "contiguous")) + 2, ran
+    assert ran[graphs + 1] == ("bf16", "reduce-overhead", "channels_last"), ran
+    roles = [read_role(t) for t in study.trials]
+    assert roles[graphs].startswith("follow: ") and roles[graphs + 1].startswith("follow: ")
+    assert study.best_value == pytest.approx(212.0 * 1.8 * 1.11)
