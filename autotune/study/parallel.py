@@ -265,8 +265,8 @@ class SlotLoop:
                               stop=lambda: self.state.halted)
                 take_over(self.study, self.lock, trial, twin)
             # The starts (baseline, recipe, follow-ups) are measured to the end: every ratio
-            # and the search's direction depend on them; a follow-up is stopped in warm-up
-            # only, when it runs at a fraction of the best.
+            # and the search's direction depend on them; any but the baseline is stopped in
+            # warm-up only, when it runs at a fraction of the best.
             runner, role = self.runners[slot], records.read_role(trial)
             stop = runner.prunes and self.settings.prune and stoppable(role)  # not --no-prune
             report = report_windows(trial, runner.prune if stop else None, windows=prunable(role),

@@ -28,6 +28,7 @@ from autotune.study.confirmation.winner import Winner, best_and_baseline, pick_w
 from autotune.study.execution.protocol import Runner
 from autotune.study.execution.slots import GangRunner, Job
 from autotune.study.policy.eager import compiled_dtypes, gains_of
+from autotune.study.policy.host_bound import graphs_after_default
 from autotune.study.policy.scan import DtypeStage
 from autotune.study.policy.one_shape import OneShapeStage
 from autotune.study.explore import exploration
@@ -240,9 +241,11 @@ class Search:
                            new_best=new_best)
                 ladder.add(self._dtypes.due(recs, ladder.pending), new_best=True)
             # Any trial, TPE's too, may be a compiled best whose compile bought so much that
-            # the eager dtype order says little (`compiled_dtypes`), or the one that kept the
-            # batches one shape.
+            # the eager dtype order says little (`compiled_dtypes`), a compile that bought
+            # nothing (`host_bound`), or the one that kept the batches one shape.
             ladder.add(compiled_dtypes(self.space, recs, device=s.device), new_best=True)
+            ladder.add(graphs_after_default(self.space, recs, device=s.device), new_best=True,
+                       urgent=True)  # a `default` compile that bought nothing: host-bound
             eager, compiled = self._one_shape.due(recs, ladder.pending)
             ladder.add(eager, new_best=True)
             ladder.add(compiled, new_best=True, urgent=True)

@@ -130,8 +130,10 @@ def test_a_space_must_hold_the_model_scope_and_an_adapter_with_its_loss_in_the_m
     assert all(c.compile_scope == "model" for c in space.enumerate())
 
 
-def test_a_compile_gain_is_recorded_per_scope() -> None:
+def test_a_compile_gain_is_recorded_per_scope_and_layout() -> None:
     from autotune.study.policy.eager import gain_key
 
     assert gain_key(LOSS) == "default+loss"
     assert gain_key(LOSS.replace(compile_scope="model")) == "default"
+    # Inductor lays convolutions out itself: a gain at one layout says little of the other.
+    assert gain_key(LOSS.replace(memory_format="channels_last")) == "default+loss+channels_last"

@@ -16,7 +16,8 @@ would leave; an adapter knob that pads (`pad_to_multiple_of`) keeps its own tria
 its values change the shapes (`one_shape`).
 
 Where shapes are few, an eager best is checked under CUDA graphs when its GPU idles for a
-sizable share of its step, or when its `default` compile read no faster (`graphs_check`).
+sizable share of its step (`graphs_check`), or when a `default` compile bought nothing
+(`host_bound`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Sequence
 
 from autotune.contract.config import TrainConfig
 from autotune.contract.request import CUDAGRAPH_MODES
-from autotune.contract.result import Status, TrialResult, Verdict
+from autotune.contract.result import TrialResult, Verdict
 from autotune.study.space.bound import SearchSpace
 from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 
@@ -72,28 +73,15 @@ with data resident is checked under CUDA graphs as well as compiled: a held-out 
 ran 0.80x the eager step, and reduce-overhead, never tried, had run 1.27x it on another host."""
 
 
-def graphs_check(space: SearchSpace, best: TrialRecord, device: str,
-            done: TrialRecord | None = None) -> TrainConfig | None:
-    """The eager best under CUDA graphs (`reduce-overhead`), its shapes few, when it is
-    compute-bound with the GPU idle for a sizable share of its step (`GRAPHS_BUSY`), or when
-    `done` compiled it (`default`) and did not lead (`_compile_did_not_lead`); else None."""
+def graphs_check(space: SearchSpace, best: TrialRecord, device: str) -> TrainConfig | None:
+    """The eager best under CUDA graphs (`reduce-overhead`) when it is compute-bound with the GPU
+    idle for a sizable share of its step (`GRAPHS_BUSY`) and its shapes few; else None. (After
+    a `default` compile that bought nothing: `host_bound`.)"""
     assert best.config is not None
     result = best.result
-    if device != "cuda" or "reduce-overhead" not in space.values("compile") \
+    busy = result.diagnosis.gpu_busy_fraction if result and result.diagnosis else None
+    if device != "cuda" or best.verdict is not Verdict.COMPUTE or busy is None \
+            or busy >= GRAPHS_BUSY or "reduce-overhead" not in space.values("compile") \
             or many_shapes(result):
         return None
-    busy = result.diagnosis.gpu_busy_fraction if result and result.diagnosis else None
-    idle = best.verdict is Verdict.COMPUTE and busy is not None and busy < GRAPHS_BUSY
-    if idle or (best.verdict is not Verdict.INPUT and _compile_did_not_lead(done, best)):
-        return best.config.replace(compile="reduce-overhead")
-    return None
-
-
-def _compile_did_not_lead(done: TrialRecord | None, best: TrialRecord) -> bool:
-    """Whether `done` ran the eager `best` compiled (`default`) to the end and read no more.
-    Inductor's fused kernels shrink the GPU's work; a step that did not speed up waits on its
-    host's launches, which CUDA graphs remove: a held-out DeepLabV3 (H200, 2026-11-29), eager
-    bf16 with the GPU 90% busy, read 212 images/s eager, 210 compiled, 381 under CUDA graphs."""
-    return done is not None and best.config is not None and done.status is Status.OK \
-        and done.config == best.config.replace(compile="default") \
-        and best.config.compile == "none"
+    return best.config.replace(compile="reduce-overhead")

@@ -14,12 +14,12 @@ from typing import Any
 
 import optuna
 
+from autotune.contract.result import Status
 from autotune.study.policy.batching import ON_DEVICE, batch_held, loader_on_device
 from autotune.study.policy.eager import _measured, kept_recompiling
 from autotune.study.policy.headroom import model_outpaces
 from autotune.study.policy.no_graph import nothing_held
 from autotune.study.policy.optimizer import impl_held
-from autotune.contract.result import Status
 from autotune.study.store.records import TrialRecord
 
 __all__ = ["NO_CONVOLUTION", "compile_settles_nowhere", "held", "holding",

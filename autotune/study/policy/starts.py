@@ -137,7 +137,7 @@ def follow_ups(space: SearchSpace, done: TrialRecord, best: TrialRecord | None, 
         if between is not None:
             return _label(space, [between])
         if done.role != records.RECIPE:
-            return _label(space, _checks(space, best, device, done))
+            return _label(space, _checks(space, best, device))
     climb: list[TrainConfig] = []
     if verdict is Verdict.OVERHEAD:
         # CUDA graphs replay the whole step's kernels with one launch (torch.compile docs); on
@@ -191,8 +191,7 @@ def _bisect(space: SearchSpace, done: TrialRecord, best: TrialRecord) -> TrainCo
     return space.with_batch(done.config, between[len(between) // 2]) if between else None
 
 
-def _checks(space: SearchSpace, best: TrialRecord, device: str,
-            done: TrialRecord | None = None) -> list[TrainConfig]:
+def _checks(space: SearchSpace, best: TrialRecord, device: str) -> list[TrainConfig]:
     """Whether the best config's own choices pay: each one undone (or done) alone.
 
     Compile first (the most at stake; an input-bound step only where it may pay:
@@ -212,7 +211,7 @@ def _checks(space: SearchSpace, best: TrialRecord, device: str,
         checks.append(config.replace(compile="none"))
     elif (compiled := _compiled(space, best, device)) is not None:
         checks.append(compiled)
-    if config.compile == "none" and (graphs := graphs_check(space, best, device, done)) is not None:
+    if config.compile == "none" and (graphs := graphs_check(space, best, device)) is not None:
         checks.append(graphs)
     scopes = [s for s in space.values("compile_scope") if s != config.compile_scope]
     if config.compile != "none" and verdict is not Verdict.INPUT and scopes:
@@ -256,9 +255,14 @@ def _checks(space: SearchSpace, best: TrialRecord, device: str,
     return checks
 
 
+CONV_NET = 4
+"""Convolution weights from which a model is a convolutional network whose layout the compiled
+best checks: a ViT's one patch embedding or a speech encoder's two-convolution front end is not."""
+
+
 def _convolutions(record: TrialRecord) -> bool:
-    """Whether `record`'s trial counted convolution weights in the model (`conv_weights`)."""
-    return bool(record.result is not None and record.result.conv_weights)
+    """Whether `record`'s trial counted CONV_NET convolution weights or more (`conv_weights`)."""
+    return record.result is not None and (record.result.conv_weights or 0) >= CONV_NET
 
 
 def _compiled(space: SearchSpace, best: TrialRecord, device: str) -> TrainConfig | None:

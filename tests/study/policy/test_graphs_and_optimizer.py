@@ -10,7 +10,6 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-import pytest
 import torch
 from helpers import fake_search
 from optuna.trial import TrialState
@@ -143,12 +142,14 @@ DEEPLAB_COMPILE = {"none": 1.0, "default": 0.99, "reduce-overhead": 1.8}
 
 def deeplab(call: int, request: Any) -> TrialResult:
     """A held-out DeepLabV3 on an H200 (2026-11-29, run 2, and run 1's side by side): eager the
-    GPU 90% busy; `default` compiled no faster, CUDA graphs 1.8x; channels_last 0.98x eager and
-    1.11x compiled."""
+    GPU 90% busy; `default` compiled no faster, CUDA graphs 1.8x; channels_last 0.90x eager
+    (0.95x measured: a margin below `cannot_win`'s) and 1.11x compiled; expandable segments a
+    tie that wins by noise (1.01x)."""
     config = request.config
     rate = DEEPLAB_EAGER[config.amp_dtype] * DEEPLAB_COMPILE[config.compile]
     if config.memory_format == "channels_last":
-        rate *= 0.98 if config.compile == "none" else 1.11
+        rate *= 0.90 if config.compile == "none" else 1.11
+    rate *= 1.01 if config.expandable_segments else 1.0
     eager = config.compile == "none"
     return TrialResult(status=Status.OK, throughput=rate, conv_weights=53, diagnosis=Diagnosis(
         verdict=Verdict.COMPUTE if eager else Verdict.OVERHEAD, suggestion="", throughput=rate,
@@ -162,17 +163,18 @@ def test_a_compile_that_bought_nothing_goes_on_to_cuda_graphs_and_the_other_layo
         batch_size = 8
 
     raw = {"num_workers": {"low": 0, "high": 8}, "pin_memory": {"choices": [False, True]},
+           "expandable_segments": {"choices": [False, True]},
            "amp_dtype": {"choices": ["fp32", "tf32", "bf16", "fp16"]},
            "compile": {"choices": ["none", "default", "reduce-overhead"]},
            "memory_format": {"choices": ["contiguous", "channels_last"]}}
     requests, study = fake_search(tmp_path, raw, Seg, deeplab, trials=12)
     ran = [(q.config.amp_dtype, q.config.compile, q.config.memory_format) for q in requests]
-    # bf16 compiled (`default`, no gain), then CUDA graphs among the next checks (the unpinned
-    # one was queued before), then channels_last compiled. Before, TPE drew CUDA graphs as the
-    # 12th trial and channels_last never ran compiled.
+    # bf16 compiled (`default`, no gain), then CUDA graphs at once, then channels_last compiled.
+    # Before, TPE drew CUDA graphs as the 12th trial and channels_last never ran compiled.
     graphs = ran.index(("bf16", "reduce-overhead", "contiguous"))
-    assert graphs <= ran.index(("bf16", "default", "contiguous")) + 2, ran
+    assert graphs == ran.index(("bf16", "default", "contiguous")) + 1, ran
     assert ran[graphs + 1] == ("bf16", "reduce-overhead", "channels_last"), ran
     roles = [read_role(t) for t in study.trials]
     assert roles[graphs].startswith("follow: ") and roles[graphs + 1].startswith("follow: ")
-    assert study.best_value == pytest.approx(212.0 * 1.8 * 1.11)
+    best = study.best_trial.user_attrs["config"]
+    assert (best["compile"], best["memory_format"]) == ("reduce-overhead", "channels_last")
