@@ -685,8 +685,10 @@ def test_search_confirms_its_leaders(tmp_path: Path, tiny_adapter: Path) -> None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     raw = {"batch_size": {"factors": [1, 2, 4]}, "amp_dtype": {"choices": ["fp32", "bf16"]}}
     space = parse_space(raw, source="test-space.yaml", adapter=Tiny, device_type="cpu", cpus=2)
+    # Not pruned: a recipe stopped in warm-up (bf16 on a busy CPU read under 0.3x once in
+    # CI, 2026-11-29) leaves the baseline alone, and nothing to confirm.
     settings = search_settings(tmp_path, adapter=tiny_adapter, trials=3, seed=0, measure=QUICK,
-                               confirm=2, confirm_repeats=2)
+                               confirm=2, confirm_repeats=2, prune=False)
     confirmed: list[tuple[int, Status]] = []
 
     class Listener(QuietListener):
