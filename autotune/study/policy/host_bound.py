@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from autotune.contract.result import Verdict
+from autotune.study.policy.eager import _measured, compile_gains
 from autotune.study.policy.graphs import many_shapes
 from autotune.study.policy.starts import FOLLOW, Start
 from autotune.study.space.bound import SearchSpace
-from autotune.study.store.records import TrialRecord, measured
+from autotune.study.store.records import TrialRecord
 
 __all__ = ["BUSY_CEILING", "NO_GAIN", "graphs_after_default"]
 
@@ -38,11 +39,10 @@ def graphs_after_default(space: SearchSpace, finished: Sequence[TrialRecord], *,
     the study gained under NO_GAIN over its eager twin, the leader was diagnosed compute- or
     overhead-bound with its GPU busy under BUSY_CEILING (or not measured), its shapes few, and
     that config has not run; else nothing."""
-    ran = [r for r in measured(finished) if r.ok and r.value and r.duplicate_of is None]
-    best = max(ran, key=lambda r: r.rate, default=None)
-    gains = [r.compile_gains["default"] for r in finished if "default" in r.compile_gains]
-    if device != "cuda" or best is None or best.config.compile != "none" or not gains \
-            or max(gains) >= NO_GAIN or "reduce-overhead" not in space.values("compile") \
+    best = max(_measured(finished), key=lambda r: r.rate, default=None)
+    gain = compile_gains(finished).get("default")
+    if device != "cuda" or best is None or best.config.compile != "none" or gain is None \
+            or gain >= NO_GAIN or "reduce-overhead" not in space.values("compile") \
             or many_shapes(best.result):
         return []
     diagnosis = best.result.diagnosis
