@@ -11,13 +11,23 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["AMP_DTYPES", "COMPILE_MODES", "MIN_SPLIT_SIZE_MB", "KnobSpec", "knob"]
+__all__ = ["AMP_DTYPES", "COMPILE_MODES", "MIN_SPLIT_SIZE_MB", "KnobSpec", "impl_failed", "knob"]
 
 AMP_DTYPES = ("fp32", "tf32", "bf16", "fp16")
 COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 # The CUDA caching allocator rejects smaller values ("max_split_size_mb ... must be > 20").
 MIN_SPLIT_SIZE_MB = 21
+
+
+
+def impl_failed(impl: str) -> str:
+    """How an error's message begins when the optimizer rebuilt as `impl` cannot train: PyTorch
+    refused the flag, or it would train wrong under the trial's amp dtype
+    (`trial.features.optimizer`). The search runs `impl` under that dtype no more
+    (`study.policy.optimizer`)."""
+    return f"optimizer_impl={impl}: "
+
 
 _WORDS = {int: "an integer", bool: "true or false", str: "a string", float: "a number"}
 

@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from autotune.contract.knobs import impl_failed
+
 __all__ = ["apply_optimizer_impl", "optimizer_impls"]
 
 _FLAGS = ("foreach", "fused")
@@ -40,7 +42,7 @@ def apply_optimizer_impl(optimizer: Any, impl: str, *, amp_dtype: str = "fp32",
                                   for p in group["params"]), "cpu")
     unsound = _unsound(cls, impl, amp_dtype, device)
     if unsound:
-        raise RuntimeError(unsound)
+        raise RuntimeError(impl_failed(impl) + unsound)
     flags = {name: name == impl for name in _FLAGS if name in params}
     # Each group keeps its own hyperparameters; the constructor's arguments are the defaults.
     groups = [{**group, **flags} for group in optimizer.param_groups]
@@ -48,7 +50,7 @@ def apply_optimizer_impl(optimizer: Any, impl: str, *, amp_dtype: str = "fp32",
     try:
         return cls(groups, **{**defaults, **flags}), ""
     except (RuntimeError, ValueError, TypeError) as exc:
-        raise RuntimeError(f"optimizer_impl={impl}: {cls.__name__}({impl}=True) refused: "
+        raise RuntimeError(f"{impl_failed(impl)}{cls.__name__}({impl}=True) refused: "
                            f"{exc}") from exc
 
 
@@ -82,7 +84,7 @@ def _unsound(cls: type, impl: str, amp_dtype: str, device_type: str) -> str:
     twice; bf16 fused and fp16 unfused ran). A CPU's fused SGD skipped them (torch 2.13)."""
     if impl == "fused" and amp_dtype == "fp16" and device_type == "cuda" \
             and issubclass(cls, torch.optim.SGD):
-        return (f"optimizer_impl=fused: {cls.__name__}'s fused CUDA kernel steps on the "
+        return (f"{cls.__name__}'s fused CUDA kernel steps on the "
                 "overflow steps fp16's GradScaler skips (the loss turns NaN); use it with "
                 "bf16, or optimizer_impl=foreach with fp16")
     return ""

@@ -17,7 +17,8 @@ from optuna.trial import TrialState
 from autotune import Adapter, Diagnosis, Status, TrainConfig, TrialResult, Verdict
 from autotune.study.confirmation.candidate import candidates
 from autotune.study.policy.graphs import CUDA_GRAPH_SHAPES, graphs_refused, many_shapes
-from autotune.study.policy.optimizer import impl_held, impl_refused
+from autotune.contract.knobs import impl_failed
+from autotune.study.policy.optimizer import failed_impl, impl_held, impl_refused
 from autotune.study.policy.sampler import held
 from autotune.study.policy.starts import follow_ups
 from autotune.study.space.file import parse_space
@@ -134,6 +135,40 @@ def test_a_search_never_runs_a_flag_its_optimizer_lacks(tmp_path: Path) -> None:
     requests, study = fake_search(tmp_path, raw, Model, no_flags, trials=12)
     assert len(requests) >= 6
     assert {q.config.optimizer_impl for q in requests} == {"default"}
+
+
+def test_an_optimizer_impl_that_failed_under_a_dtype_is_not_run_again_under_it() -> None:
+    fp16 = TrainConfig(batch_size=8, amp_dtype="fp16", optimizer_impl="fused")
+    failed = dataclasses.replace(record(fp16), result=TrialResult(
+        status=Status.ERROR, reason=f"RuntimeError: {impl_failed('fused')}SGD's fused kernel"))
+    compiled = fp16.replace(compile="default", batch_size=16)
+    assert "failed in trial 3" in (impl_refused(compiled, [failed]) or "")
+    assert failed_impl(compiled.replace(amp_dtype="bf16"), [failed]) is None  # bf16 may train
+    assert failed_impl(compiled.replace(optimizer_impl="default"), [failed]) is None
+    assert failed_impl(compiled.replace(params={"opt": "adamw"}), [failed]) is None
+    other = dataclasses.replace(failed, result=failed.result.replace(reason="RuntimeError: oops"))
+    assert failed_impl(compiled, [other]) is None  # another error says nothing of the impl
+
+
+def sgd_under_fp16(call: int, request: Any) -> TrialResult:
+    """An SGD whose fused kernel cannot train under fp16 (`trial.features.optimizer`); fp16 the
+    fastest dtype, compile 1.5x."""
+    c = request.config
+    if c.optimizer_impl == "fused" and c.amp_dtype == "fp16":
+        return TrialResult(status=Status.ERROR, optimizer_impls=("default", "fused"),
+                           reason=f"RuntimeError: {impl_failed('fused')}SGD's fused kernel")
+    rate = {"fp32": 100.0, "bf16": 150.0, "fp16": 170.0}[c.amp_dtype]
+    rate *= (1.5 if c.compile != "none" else 1.0) * (1.05 if c.optimizer_impl == "fused" else 1)
+    return TrialResult(status=Status.OK, throughput=rate, optimizer_impls=("default", "fused"))
+
+
+def test_a_search_runs_an_impl_that_failed_under_a_dtype_once(tmp_path: Path) -> None:
+    raw = {"amp_dtype": {"choices": ["fp32", "bf16", "fp16"]},
+           "compile": {"choices": ["none", "default"]},
+           "optimizer_impl": {"choices": ["default", "fused"]}}
+    requests, study = fake_search(tmp_path, raw, Eight, sgd_under_fp16, trials=14)
+    ran = [(q.config.amp_dtype, q.config.optimizer_impl) for q in requests]
+    assert ran.count(("fp16", "fused")) == 1, ran
 
 
 DEEPLAB_EAGER = {"fp32": 151.0, "tf32": 151.0, "bf16": 212.0, "fp16": 166.0}
