@@ -12,6 +12,7 @@ from autotune.study.policy.headroom import compile_may_pay
 from autotune.study.policy.ladder import Ladder
 from autotune.study.policy.refused import refused
 from autotune.study.policy.sampler import held
+from autotune.study.policy.start_cost import eager_seconds
 from autotune.study.policy.starts import unmeasured
 from autotune.study.space.bound import SearchSpace
 
@@ -19,11 +20,14 @@ __all__ = ["exploration"]
 
 
 def exploration(objective: Objective, space: SearchSpace, ladder: Ladder, *, device: str,
-                seed: int | None, affordable: bool, no_compile_fits: bool) -> TrainConfig | None:
+                seed: int | None, left: float | None, no_compile_fits: bool
+                ) -> TrainConfig | None:
     """A random config not measured yet nor implied slow, so that the budget buys new
     configurations (the sampler, converged on a small space, proposes what it measured); none
-    when every config is. `affordable`: after a config too slow to start in what is left, one
-    whose graph is compiled already or that compiles nothing. It holds what the sampler holds
+    when every config is. `left`: after a config too slow to start in the seconds left, one
+    that compiles nothing new and whose knob values fit in them (`eager_seconds`: a held-out
+    DeepLabV3 on an H200 filled its last 13 s with ten "not run" rows, this exploration among
+    them with cuDNN's benchmark, 37 s, where configs of 9 s fit). It holds what the sampler holds
     (`held`, with `no_compile_fits`). While the best is input-bound, nothing compiled where a
     compile cannot pay (`headroom.compile_may_pay`: on a CPU, or a model that outpaces its
     loader; the quick start spent 18 s of 140 compiling a random config at 5.0k against the
@@ -32,6 +36,11 @@ def exploration(objective: Objective, space: SearchSpace, ladder: Ladder, *, dev
     best, _ = best_and_baseline(done)
     loader_bound = best is not None and not compile_may_pay(best, device)
     hold = held(done, space.values, no_compile_fits=no_compile_fits)
+
+    def fits(c: TrainConfig, seconds: float) -> bool:
+        slow = eager_seconds(c, done)
+        return objective.cold_compile(c, done) is None and (slow is None or slow[0] <= seconds)
+
     return unmeasured(
         space, seed=seed,
         new=lambda c: (objective.measured_before(c, done) is None
@@ -42,6 +51,6 @@ def exploration(objective: Objective, space: SearchSpace, ladder: Ladder, *, dev
                        and refused(c, done, device) is None
                        and all(getattr(c, k) == v for k, v in hold.items())
                        and known_incompatible(c, device) is None
-                       and not (affordable and objective.cold_compile(c, done) is not None)
+                       and (left is None or fits(c, left))
                        and not (loader_bound and c.compile != "none")
                        and all(c != p for _, p in ladder.pending)))

@@ -32,6 +32,7 @@ from autotune.study.policy.eager import cannot_win, recompiling
 from autotune.study.policy.pruning import report_windows
 from autotune.study.policy.refused import refused
 from autotune.study.policy.ladder import Ladder
+from autotune.study.policy.start_cost import quickest_seconds
 from autotune.study.policy.starts import prunable, stoppable
 from autotune.study.policy.sampler import held, holding
 from autotune.study.policy.telling import tell
@@ -195,8 +196,9 @@ class SlotLoop:
                                           timeout=s.timeout, measure_gap_seconds=gap,
                                           start_seconds=first, later_start_seconds=later)
                 remaining = deadline - self.clock() - reserve
-                if remaining < MIN_TRIAL_SECONDS:
-                    return
+                quickest = quickest_seconds(self.objectives[0].finished()) or 0.0
+                if remaining < max(MIN_TRIAL_SECONDS, quickest):
+                    return  # nothing would be started in what is left
                 limit = min(limit, remaining)
                 grace = remaining - limit  # a compile may run past the limit, not the budget
             # A parked trial whose twin ended without a result to copy runs first.
@@ -214,7 +216,8 @@ class SlotLoop:
                     slots.park(trial, config)
                     return
                 job = Job(item=trial, config=config)
-            self._start(slots, slot, dataclasses.replace(job, budget_cut=limit < s.trial_timeout),
+            self._start(slots, slot, dataclasses.replace(job, budget_cut=limit < s.trial_timeout,
+                                                         limit=limit),
                         limit, twin=twin, grace=grace)
 
     def _ask(self, cut: float | None = None) -> tuple[optuna.Trial, TrainConfig, int | None]:

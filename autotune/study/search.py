@@ -35,7 +35,7 @@ from autotune.study.explore import exploration
 from autotune.study.interrupts import Interrupted, on_signals
 from autotune.study.objective import Objective, Outcome
 from autotune.study.opening import open_study
-from autotune.study.parallel import LoopState, SlotLoop, TrialSlots
+from autotune.study.parallel import CONVERGED_REPEATS, LoopState, SlotLoop, TrialSlots
 from autotune.study.policy.pruning import report_copy
 from autotune.study.policy.starts import EXPLORE, diagnosed_recipe, follow_ups, initial_starts
 from autotune.study.settings import SearchListener, SearchSettings
@@ -169,15 +169,19 @@ class Search:
         seen enough, such as the replay benchmark)."""
         self.state.stopped = True
 
-    def _explore(self, *, affordable: bool = False) -> None:
-        """Queue an exploration (`explore.exploration`) after a copy, a config implied slow,
-        or one too slow to start in what is left (`affordable`)."""
+    def _explore(self, after: int, *, left: float | None = None) -> None:
+        """Queue an exploration (`explore.exploration`) after trial `after`: a copy, a config
+        implied slow, or one too slow to start in the `left` seconds it had. Its draws are
+        seeded by that trial's number: by the count of trials measured, a row of configs too
+        slow to start (told FAIL, not counted) drew the same configs each time."""
         s = self.settings
         fresh = exploration(self.objective, self.space, self.state.ladder, device=s.device,
-                            seed=None if s.seed is None else s.seed + self.done(),
-                            affordable=affordable, no_compile_fits=bool(self.state.unaffordable))
+                            seed=None if s.seed is None else s.seed + after,
+                            left=left, no_compile_fits=bool(self.state.unaffordable))
         if fresh is not None:
             self.state.ladder.add([(f"{EXPLORE}: {fresh.describe()}", fresh)], new_best=False)
+        elif left is not None:  # nothing new fits in what is left: the confirmation has it
+            self.state.repeats = CONVERGED_REPEATS
 
     def _queue_recipe(self) -> None:
         """Once the baseline has a result, queue the recipe its diagnosis points (first)."""
@@ -212,7 +216,8 @@ class Search:
         if outcome.ceiling is not None:  # what it could read at most: the sampler learns that
             report_copy(trial, (outcome.ceiling,))
         if idle and s.guided:
-            self._explore(affordable=outcome.unaffordable is not None)
+            self._explore(trial.number, left=None if outcome.unaffordable is None
+                          else job.limit or outcome.unaffordable)
         if result.fingerprint is not None and study_attrs.read_fingerprint(self.study) is None:
             study_attrs.write_fingerprint(self.study, result.fingerprint)
         role = records.read_role(trial)

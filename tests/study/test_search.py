@@ -767,3 +767,54 @@ def test_a_search_finds_the_fast_value_of_an_adapters_knob_and_writes_it_under_p
     console = Console(record=True, width=200)
     show(out, console=console)
     assert "forward=fast" in console.export_text()
+
+
+def test_the_search_ends_when_what_is_left_is_shorter_than_any_trial_took(
+        tmp_path: Path) -> None:
+    # Every trial takes 22 s and no knob is quicker. With 100 s, four trials run and the 12 s
+    # left would fit none: the search ends there instead of asking for configs it would not
+    # start, up to CONVERGED_REPEATS "not run" rows (ten before).
+    clock = FakeClock()
+    script = compiling(clock, set(), [], cold=0.0, warm=0.0, rest=22.0, gain=1.0)
+    raw = {"batch_size": {"factors": [1, 2, 4, 8]}, "num_workers": {"choices": [0, 1, 2, 3]},
+           "amp_dtype": {"choices": ["fp32", "bf16"]}}
+    runner = FakeRunner(script)
+    Search(settings(tmp_path, trials=1000, timeout=100.0, trial_timeout=300.0), space_of(raw),
+           Tiny, runner=runner, listener=QuietListener(), clock=clock).run()
+    trials = records_of(tmp_path)
+    assert len(runner.requests) == 4 and clock.now == pytest.approx(88.8)
+    assert [t.number for t in trials] == [0, 1, 2, 3]
+    assert all(t.ok for t in trials)
+
+
+def test_after_a_config_too_slow_to_start_the_exploration_is_one_that_fits(
+        tmp_path: Path) -> None:
+    # bf16 (fastest) makes every trial take 40 s, fp32 8 s. Near the end a proposal with bf16
+    # is not run; the exploration queued after it is an fp32 config that fits in what is left
+    # (a held-out DeepLabV3's exploration asked for cuDNN's benchmark, 37 s, with 13 s left).
+    clock = FakeClock()
+
+    def script(call: int, request: TrialRequest) -> TrialResult:
+        c = request.config
+        seconds = 40.0 if c.amp_dtype == "bf16" else 8.0
+        clock.now += seconds
+        rate = 100.0 * c.batch_size * (1.2 if c.amp_dtype == "bf16" else 1.0) + c.num_workers
+        return TrialResult(status=Status.OK, throughput=rate, duration_seconds=seconds)
+
+    raw = {"batch_size": {"factors": [1, 2, 4, 8]}, "num_workers": {"choices": [0, 1, 2, 3]},
+           "amp_dtype": {"choices": ["fp32", "bf16"]}}
+    Search(settings(tmp_path, trials=1000, timeout=200.0, trial_timeout=300.0), space_of(raw),
+           Tiny, runner=FakeRunner(script), listener=QuietListener(), clock=clock).run()
+    trials = records_of(tmp_path)
+    slow = [t for t in trials if t.result is not None
+            and t.result.reason.startswith("not run: eager trials with")]
+    assert slow, [(t.number, t.role, t.result and t.result.reason) for t in trials]
+    explored = [t for t in trials if t.number > slow[0].number and t.role.startswith("explore")]
+    assert explored and all(t.ok and t.config is not None and t.config.amp_dtype == "fp32"
+                            for t in explored), [(t.number, t.role) for t in explored]
+    # Both configs that fit ran (each exploration's draws seeded apart: the trials not run
+    # between them are not counted, and the same seed drew the same configs again).
+    assert {t.config.num_workers for t in explored if t.config is not None} == {2, 3}
+    # Once no unmeasured config fits (bs=8 fp32 with 0, 2 and 3 workers ran; batches over 8
+    # and a worker ran only with bf16, 40 s), the search ends: no row of proposals not run.
+    assert sum(1 for t in trials if t.number > explored[-1].number) <= 1

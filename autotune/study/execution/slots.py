@@ -44,6 +44,8 @@ class Job(Generic[T]):
     slot: int = -1
     budget_cut: bool = False
     """Its time limit was cut to the study's remaining budget."""
+    limit: float | None = None
+    """The time limit it started with (None: not started yet)."""
 
 
 class Slots(Generic[T, R]):
