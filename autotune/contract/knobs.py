@@ -20,7 +20,6 @@ COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-auto
 MIN_SPLIT_SIZE_MB = 21
 
 
-
 def impl_failed(impl: str) -> str:
     """How an error's message begins when the optimizer rebuilt as `impl` cannot train: PyTorch
     refused the flag, or it would train wrong under the trial's amp dtype

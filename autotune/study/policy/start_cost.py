@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from autotune.contract.config import KNOBS, TrainConfig
-from autotune.study.store.records import TrialRecord, measured
+from autotune.study.store.records import MeasuredRecord, TrialRecord, measured
 
 __all__ = ["eager_seconds", "quickest_seconds"]
 
@@ -36,9 +36,7 @@ def eager_seconds(config: TrainConfig, finished: Sequence[TrialRecord]
     config, or when no knob value of it ran eagerly here."""
     if config.graph is not None:
         return None
-    eager = [(r, s) for r in measured(finished)
-             if r.ok and r.duplicate_of is None and r.config.graph is None
-             and (s := _seconds(r)) is not None]
+    eager = [(r, s) for r, s in _timed(finished) if r.config.graph is None]
     worst: tuple[float, str, int] | None = None
     for spec in KNOBS:
         value = getattr(config, spec.name)
@@ -58,5 +56,10 @@ def quickest_seconds(finished: Sequence[TrialRecord]) -> float | None:
     `CONVERGED_REPEATS` proposals in a row each "not run" (a held-out DeepLabV3 on an H200 had
     ten such rows in its last 13 s, 2026-11-29, run 2: there configs of 9 s still fit, which
     the exploration after such a row now proposes, `explore.exploration`)."""
-    return min((s for r in measured(finished) if r.ok and r.duplicate_of is None
-                and (s := _seconds(r)) is not None), default=None)
+    return min((s for _, s in _timed(finished)), default=None)
+
+
+def _timed(finished: Sequence[TrialRecord]) -> list[tuple[MeasuredRecord, float]]:
+    """The trials measured here to the end, not copies, with the seconds each took."""
+    return [(r, s) for r in measured(finished)
+            if r.ok and r.duplicate_of is None and (s := _seconds(r)) is not None]
